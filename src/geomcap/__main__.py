@@ -1,0 +1,5 @@
+import sys
+
+from geomcap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,226 @@
+"""A decoder-only, pre-LayerNorm transformer, readable top to bottom.
+
+Six presets span the paper's 405K..151M parameters (a factor of ~370),
+roughly geometrically (x3.3 per step). Parameter counts below are with the
+shared task vocabulary (``geomcap.tasks.VOCAB_SIZE``) and a context of
+``block_size = 64`` positions; the vocabulary only enters through the
+(tied) embedding matrix.
+
+=========  ======  =====  =====  =============
+preset     layers  width  heads  parameters
+=========  ======  =====  =====  =============
+``405k``   2       128    4      ~0.41M
+``1.3m``   3       192    6      ~1.35M
+``4m``     5       256    8      ~3.97M
+``14m``    8       384    6      ~14.2M
+``48m``    12      576    9      ~47.9M
+``151m``   12      1024   16     ~151M
+=========  ======  =====  =====  =============
+
+(``geomcap presets`` prints the exact counts.) Dropout is 0 everywhere:
+the LLC estimator puts the model in train mode, and the measures must see
+the same function in train and eval mode.
+
+``GPT.forward(idx, return_hidden=True)`` also returns the residual stream:
+a list of ``n_layer + 1`` tensors of shape (B, T, d) -- index 0 is the
+embedding output, index i (1 <= i < n_layer) the residual stream after
+block i, and the last entry is the output of the final LayerNorm (what the
+unembedding reads), the same convention as Hugging Face's
+``output_hidden_states``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    n_layer: int
+    d_model: int
+    n_head: int
+    block_size: int = 64
+    mlp_ratio: int = 4
+
+    def __post_init__(self):
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+
+
+PRESETS: dict[str, ModelConfig] = {
+    "405k": ModelConfig(n_layer=2, d_model=128, n_head=4),
+    "1.3m": ModelConfig(n_layer=3, d_model=192, n_head=6),
+    "4m": ModelConfig(n_layer=5, d_model=256, n_head=8),
+    "14m": ModelConfig(n_layer=8, d_model=384, n_head=6),
+    "48m": ModelConfig(n_layer=12, d_model=576, n_head=9),
+    "151m": ModelConfig(n_layer=12, d_model=1024, n_head=16),
+}
+
+
+def check_preset(preset: str) -> None:
+    """Raise ValueError with one clear line when ``preset`` is not a preset name."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown size {preset!r}; choose one of: {', '.join(PRESETS)}")
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
+        self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: ModelConfig, vocab_size: int):
+        super().__init__()
+        self.cfg = cfg
+        self.vocab_size = vocab_size
+        self.tok_emb = nn.Embedding(vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # weight tying, as GPT-2
+        self.apply(self._init_weights)
+        # GPT-2's scaled init of the projections that write into the residual stream
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def n_hidden(self) -> int:
+        """Number of hidden-state matrices returned with ``return_hidden`` (layers + embeddings)."""
+        return self.cfg.n_layer + 1
+
+    def forward(self, idx: torch.Tensor, return_hidden: bool = False):
+        """idx: (B, T) int64 with T <= block_size.
+
+        Returns logits (B, T, vocab_size), and with ``return_hidden`` also
+        the list of n_layer + 1 hidden states (B, T, d_model) described in
+        the module docstring.
+        """
+        B, T = idx.shape
+        if T > self.cfg.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size {self.cfg.block_size}")
+        pos = torch.arange(T, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(pos)
+        hidden = [x]
+        for block in self.blocks:
+            x = block(x)
+            hidden.append(x)
+        x = self.ln_f(x)
+        hidden[-1] = x
+        logits = self.lm_head(x)
+        return (logits, hidden) if return_hidden else logits
+
+
+def build(preset: str, vocab_size: int) -> GPT:
+    """Build a freshly initialised model of a named preset (seed with torch.manual_seed first)."""
+    check_preset(preset)
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    return GPT(PRESETS[preset], vocab_size)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of distinct trainable parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def preset_table(vocab_size: int) -> list[dict]:
+    """One row per preset: name, layers, width, heads, parameters (exact, counted on a built model)."""
+    rows = []
+    for name, cfg in PRESETS.items():
+        with torch.device("meta"):  # count without allocating 151M parameters
+            model = GPT(cfg, vocab_size)
+        rows.append({"preset": name, "layers": cfg.n_layer, "width": cfg.d_model,
+                     "heads": cfg.n_head, "parameters": count_parameters(model)})
+    return rows
+
+
+def model_config_dict(preset: str) -> dict:
+    check_preset(preset)
+    return asdict(PRESETS[preset])
+
+
+# --- teacher-forced answers -------------------------------------------------
+# Every (task, level) has fixed prompt and answer lengths, so the answer is
+# scored in one forward pass: the input is prompt + answer[:-1], and the logits
+# at positions prompt_len-1 .. prompt_len+answer_len-2 predict the answer.
+# Exact match under teacher forcing equals greedy-decoding exact match: the
+# two differ only after a first wrong token, and either way the answer is wrong.
+
+def answer_inputs(prompts: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+    """(B, Tp), (B, Ta) -> model input (B, Tp + Ta - 1)."""
+    return torch.cat([prompts, answers[:, :-1]], dim=1)
+
+
+def answer_logits(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor,
+                  return_hidden: bool = False):
+    """Logits over the answer tokens, (B, Ta, V); with ``return_hidden`` also the hidden states."""
+    Tp, Ta = prompts.shape[1], answers.shape[1]
+    out = model(answer_inputs(prompts, answers), return_hidden=return_hidden)
+    logits, hidden = out if return_hidden else (out, None)
+    logits = logits[:, Tp - 1: Tp - 1 + Ta]
+    return (logits, hidden) if return_hidden else logits
+
+
+def answer_loss(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor,
+                reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy over the answer tokens (nats/token).
+
+    reduction="mean": a scalar; "none": per-example mean over answer tokens, shape (B,).
+    """
+    logits = answer_logits(model, prompts, answers)
+    per_token = F.cross_entropy(logits.transpose(1, 2).float(), answers, reduction="none")  # (B, Ta)
+    per_example = per_token.mean(dim=1)
+    if reduction == "none":
+        return per_example
+    if reduction == "mean":
+        return per_example.mean()
+    raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")

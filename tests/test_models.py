@@ -1,0 +1,79 @@
+"""Model presets, shapes, causality, teacher-forced answer scoring."""
+import pytest
+import torch
+
+from geomcap import tasks
+from geomcap.models import (PRESETS, answer_inputs, answer_logits, answer_loss, build,
+                            count_parameters, preset_table)
+
+
+def test_six_presets_span_the_papers_range():
+    rows = preset_table(tasks.VOCAB_SIZE)
+    assert [r["preset"] for r in rows] == list(PRESETS) and len(rows) == 6
+    counts = [r["parameters"] for r in rows]
+    assert counts == sorted(counts)
+    assert abs(counts[0] / 405e3 - 1) <= 0.05
+    assert abs(counts[-1] / 151e6 - 1) <= 0.05
+    ratios = [b / a for a, b in zip(counts, counts[1:])]
+    assert all(2.5 < r < 4.5 for r in ratios)  # roughly geometric (370 ** (1/5) ~ 3.3)
+
+
+def test_vocabulary_enters_only_through_the_tied_embedding():
+    small, large = build("405k", 20), build("405k", 30)
+    assert count_parameters(large) - count_parameters(small) == 10 * PRESETS["405k"].d_model
+    assert small.lm_head.weight is small.tok_emb.weight
+
+
+def test_forward_shapes_and_hidden_states():
+    torch.manual_seed(0)
+    model = build("405k", tasks.VOCAB_SIZE)
+    idx = torch.randint(0, tasks.VOCAB_SIZE, (3, 10))
+    logits, hidden = model(idx, return_hidden=True)
+    assert logits.shape == (3, 10, tasks.VOCAB_SIZE)
+    assert len(hidden) == model.n_hidden == PRESETS["405k"].n_layer + 1
+    assert all(h.shape == (3, 10, 128) for h in hidden)
+    # the last hidden state is what the unembedding reads (after the final LayerNorm)
+    torch.testing.assert_close(model.lm_head(hidden[-1]), logits)
+    torch.testing.assert_close(hidden[0], model.tok_emb(idx) + model.pos_emb(torch.arange(10)))
+
+
+def test_attention_is_causal():
+    torch.manual_seed(0)
+    model = build("405k", tasks.VOCAB_SIZE).eval()
+    idx = torch.randint(0, tasks.VOCAB_SIZE, (2, 12))
+    changed = idx.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % tasks.VOCAB_SIZE
+    torch.testing.assert_close(model(idx)[:, :8], model(changed)[:, :8])
+
+
+def test_same_seed_same_weights():
+    torch.manual_seed(7)
+    a = build("405k", 25)
+    torch.manual_seed(7)
+    b = build("405k", 25)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown size 'huge'"):
+        build("huge", 25)
+    with pytest.raises(ValueError, match="block_size"):
+        build("405k", 25)(torch.zeros(1, 65, dtype=torch.long))
+
+
+def test_answer_scoring_positions():
+    torch.manual_seed(0)
+    model = build("405k", tasks.VOCAB_SIZE)
+    data = tasks.make_task("add", "easy", n_train=50, n_test=8)
+    p, a = data.test_prompts, data.test_answers
+    assert answer_inputs(p, a).shape == (8, data.prompt_len + data.answer_len - 1)
+    logits = answer_logits(model, p, a)
+    assert logits.shape == (8, data.answer_len, tasks.VOCAB_SIZE)
+    full = model(answer_inputs(p, a))
+    # the logit at the last prompt token predicts the first answer token
+    torch.testing.assert_close(logits[:, 0], full[:, data.answer_position])
+    per_example = answer_loss(model, p, a, reduction="none")
+    assert per_example.shape == (8,)
+    manual = torch.nn.functional.cross_entropy(logits[3], a[3])
+    torch.testing.assert_close(per_example[3], manual)
+    torch.testing.assert_close(answer_loss(model, p, a), per_example.mean())
