@@ -1,0 +1,450 @@
+"""The eight algorithmic tasks: vocabulary, level table, data and scoring.
+
+Every task is a fixed-length prompt followed by a fixed-length answer, both in
+one shared vocabulary::
+
+    prompt = [marker] + operand tokens + ["="]        e.g. "<add>12+34="
+    answer = answer tokens                            e.g. "046"
+
+Numbers are fixed-width digit strings, most significant digit first, with
+leading zeros, so every prompt of a (task, level) has the same length, and so
+does every answer: a batch is plain tensor indexing, no padding. The marker
+token names the task, so prompts never collide across tasks. The hidden state
+we track sits at the answer position, ``prompt_len - 1`` (the "=" token), which
+predicts the first answer token.
+
+Level table (``LEVEL_TABLE``; n = digits per operand unless stated)::
+
+    task     easy      medium   hard     prompt                  -> answer
+    -------  --------  -------  -------  ----------------------  ------------------------------
+    copy     n=4       8        16       <copy> d1..dn =         -> d1..dn
+    reverse  n=4       8        16       <reverse> d1..dn =      -> dn..d1
+    compare  n=2       4        8        <compare> a , b =       -> ">", "<" or "=" (a vs b)
+    parity   8 bits    12       16       <parity> b1..bn =       -> "0" or "1" (sum mod 2)
+    add      2+2       3+3      5+5      <add> a + b =           -> a+b, n+1 digits
+    mod      p=11      23       47       <mod> a + b =           -> (a+b) mod p, w digits
+    sort     n=4       8        12       <sort> d1..dn =         -> digits sorted ascending
+    mul      2x1       2x2      3x2      <mul> a * b =           -> a*b, digits(a)+digits(b) digits
+
+    mod: a, b in [0, p) written with w = len(str(p - 1)) digits (w = 2 at all levels).
+
+Prompt and answer lengths that follow (prompt_len, answer_len)::
+
+    copy, reverse (n+2, n)   compare (2n+3, 1)   parity (n+2, 1)   add (2n+3, n+1)
+    mod (2w+3, w)            sort (n+2, n)       mul (da+db+3, da+db)
+
+Train/test split (``make_task``). Test prompts never occur among train prompts.
+
+* mod (grokking setting): all p*p pairs are shuffled with the seed; the first
+  floor(train_fraction * p*p) are train, all the rest are test. n_train and
+  n_test are ignored.
+* compare: b is drawn from a by keeping a uniformly random-length prefix of a
+  (0..n digits) and resampling the rest uniformly, so the first differing
+  position is roughly uniform over 0..n-1 and about 1/(n+1) of pairs are equal
+  (with independent a, b the first digit decides 90% of pairs). The test set is
+  n_test distinct pairs from this distribution, taking at most half of the pairs
+  of any first-differing-position class (this only binds at easy, where only
+  100 equal pairs exist). The train set is n_train i.i.d. draws from the same
+  distribution with test pairs rejected; train may repeat prompts, because a
+  non-uniform distribution over a partly small space can only be expressed by
+  repeats.
+* every other task draws its operand digits uniformly. If the prompt space has
+  at most ``ENUMERATE_LIMIT`` (2**20) prompts it is enumerated and shuffled
+  with the seed: test = the first min(n_test, space // 2), train = the next
+  min(n_train, rest). Otherwise distinct prompts are sampled: first n_test for
+  test, then n_train more for train, rejecting duplicates and test prompts.
+
+The test set is enumerated or drawn before the train set, so it never depends
+on n_train (data-size sweeps share one test set). The random stream is numpy's
+``default_rng([seed, task index, level index])``: the same arguments give
+identical tensors, and tasks sharing a seed do not share operands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+TASKS = ("copy", "reverse", "compare", "parity", "add", "mod", "sort", "mul")
+LEVELS = ("easy", "medium", "hard")
+
+MARKER = {task: f"<{task}>" for task in TASKS}  # task -> its marker token
+VOCAB: tuple[str, ...] = (
+    ("<pad>",)
+    + tuple("0123456789")
+    + ("+", "*", ",", "=", ">", "<")
+    + tuple(MARKER[task] for task in TASKS)
+)
+VOCAB_SIZE = len(VOCAB)
+TOKEN_ID: dict[str, int] = {tok: i for i, tok in enumerate(VOCAB)}
+PAD_ID = TOKEN_ID["<pad>"]
+
+_DIGIT0 = TOKEN_ID["0"]  # digits have consecutive ids, so id = _DIGIT0 + digit
+_MULTI_CHAR = tuple(tok for tok in VOCAB if len(tok) > 1)
+
+LEVEL_TABLE: dict[str, dict[str, dict]] = {
+    "copy": {"easy": {"n_digits": 4}, "medium": {"n_digits": 8}, "hard": {"n_digits": 16}},
+    "reverse": {"easy": {"n_digits": 4}, "medium": {"n_digits": 8}, "hard": {"n_digits": 16}},
+    "compare": {"easy": {"n_digits": 2}, "medium": {"n_digits": 4}, "hard": {"n_digits": 8}},
+    "parity": {"easy": {"n_bits": 8}, "medium": {"n_bits": 12}, "hard": {"n_bits": 16}},
+    "add": {"easy": {"n_digits": 2}, "medium": {"n_digits": 3}, "hard": {"n_digits": 5}},
+    "mod": {"easy": {"p": 11, "train_fraction": 0.5},
+            "medium": {"p": 23, "train_fraction": 0.5},
+            "hard": {"p": 47, "train_fraction": 0.5}},
+    "sort": {"easy": {"n_digits": 4}, "medium": {"n_digits": 8}, "hard": {"n_digits": 12}},
+    "mul": {"easy": {"a_digits": 2, "b_digits": 1},
+            "medium": {"a_digits": 2, "b_digits": 2},
+            "hard": {"a_digits": 3, "b_digits": 2}},
+}
+
+ENUMERATE_LIMIT = 2**20  # prompt spaces up to this size are enumerated, not sampled
+
+
+# --- vocabulary ---------------------------------------------------------------
+
+def encode(tokens: list[str] | str) -> list[int]:
+    """Token strings -> ids.
+
+    A list is taken as tokens (e.g. ``["<mod>", "0", "7", "+", "1", "5", "="]``).
+    A str is split into characters, except that the multi-character tokens
+    (markers and "<pad>") are recognised where they occur, so
+    ``encode(decode(ids)) == list(ids)``.
+    """
+    if isinstance(tokens, str):
+        text, tokens, i = tokens, [], 0
+        while i < len(text):
+            tok = next((t for t in _MULTI_CHAR if text.startswith(t, i)), text[i])
+            tokens.append(tok)
+            i += len(tok)
+    ids = []
+    for tok in tokens:
+        if tok not in TOKEN_ID:
+            raise ValueError(f"unknown token {tok!r}; the vocabulary is: {' '.join(VOCAB)}")
+        ids.append(TOKEN_ID[tok])
+    return ids
+
+
+def decode(ids) -> str:
+    """Ids (list, 1-D numpy array or 1-D tensor) -> the token strings joined with no separator."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"decode expects a 1-D sequence of ids, got shape {tuple(ids.shape)}")
+    return "".join(VOCAB[int(i)] for i in ids)
+
+
+# --- levels -------------------------------------------------------------------
+
+def check_task_level(task: str, level: str) -> None:
+    """Raise ValueError (one line naming the bad value and the choices) for an unknown task or level."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}; choose one of: {', '.join(LEVELS)}")
+
+
+def level_params(task: str, level: str) -> dict:
+    """The (task, level) row of ``LEVEL_TABLE``, as a fresh dict."""
+    check_task_level(task, level)
+    return dict(LEVEL_TABLE[task][level])
+
+
+def _operands(task: str, params: dict) -> tuple[tuple[int, ...], str | None]:
+    """Digit widths of the prompt's operands and the separator token between them."""
+    if task == "parity":
+        return (params["n_bits"],), None
+    if task in ("copy", "reverse", "sort"):
+        return (params["n_digits"],), None
+    if task == "compare":
+        return (params["n_digits"],) * 2, ","
+    if task == "add":
+        return (params["n_digits"],) * 2, "+"
+    if task == "mod":
+        return (len(str(params["p"] - 1)),) * 2, "+"
+    return (params["a_digits"], params["b_digits"]), "*"  # mul
+
+
+def _answer_len(task: str, params: dict) -> int:
+    widths, _ = _operands(task, params)
+    if task in ("copy", "reverse", "sort"):
+        return widths[0]
+    if task in ("parity", "compare"):
+        return 1
+    if task == "add":
+        return widths[0] + 1
+    if task == "mod":
+        return widths[0]
+    return sum(widths)  # mul
+
+
+def sequence_lengths(task: str, level: str) -> tuple[int, int]:
+    """(prompt_len, answer_len) of a (task, level)."""
+    params = level_params(task, level)
+    widths, _ = _operands(task, params)
+    # marker + operands + separators between them + "="
+    return 1 + sum(widths) + len(widths) - 1 + 1, _answer_len(task, params)
+
+
+# Longest prompt + answer over all tasks and levels (copy/reverse hard: 18 + 16).
+MAX_SEQ_LEN = max(sum(sequence_lengths(t, lv)) for t in TASKS for lv in LEVELS)
+
+
+# --- data ---------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)  # eq=False: tensors have no single truth value
+class TaskData:
+    """Train and test prompts/answers of one (task, level, seed).
+
+    All four tensors are int64 token ids: prompts (n, prompt_len), answers
+    (n, answer_len). Row i of a prompt tensor goes with row i of its answers.
+    """
+
+    task: str
+    level: str
+    seed: int
+    params: dict
+    train_prompts: torch.Tensor = field(repr=False)
+    train_answers: torch.Tensor = field(repr=False)
+    test_prompts: torch.Tensor = field(repr=False)
+    test_answers: torch.Tensor = field(repr=False)
+
+    @property
+    def prompt_len(self) -> int:
+        return self.train_prompts.shape[1]
+
+    @property
+    def answer_len(self) -> int:
+        return self.train_answers.shape[1]
+
+    @property
+    def answer_position(self) -> int:
+        """Index of the last prompt token ("="), whose output predicts the first answer token."""
+        return self.prompt_len - 1
+
+    @property
+    def n_train(self) -> int:
+        return self.train_prompts.shape[0]
+
+    @property
+    def n_test(self) -> int:
+        return self.test_prompts.shape[0]
+
+
+def make_task(task: str, level: str, seed: int = 0, n_train: int = 100_000,
+              n_test: int = 512) -> TaskData:
+    """Generate the train and test sets of one (task, level); see the module docstring for the split.
+
+    n_train and n_test are upper bounds: small prompt spaces give fewer rows,
+    and mod ignores both (half of all p*p pairs train, the rest test).
+    """
+    check_task_level(task, level)
+    for name, value in (("seed", seed), ("n_train", n_train), ("n_test", n_test)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    params = level_params(task, level)
+    rng = np.random.default_rng([int(seed), TASKS.index(task), LEVELS.index(level)])
+
+    if task == "mod":
+        train_d, test_d = _split_mod(rng, params["p"], params["train_fraction"])
+    elif task == "compare":
+        test_d, train_d = _split_compare(rng, params["n_digits"], n_train, n_test)
+    else:
+        widths, _ = _operands(task, params)
+        base = 2 if task == "parity" else 10
+        test_d, train_d = _split_uniform(rng, base, sum(widths), n_train, n_test)
+
+    def tensor(a):
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))
+
+    train_p, train_a = tensor(_prompts(task, params, train_d)), tensor(_answers(task, params, train_d))
+    test_p, test_a = tensor(_prompts(task, params, test_d)), tensor(_answers(task, params, test_d))
+    return TaskData(task, level, int(seed), params, train_p, train_a, test_p, test_a)
+
+
+def exact_match(predicted: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+    """(B, Ta) predicted ids, (B, Ta) answer ids -> (B,) bool, True where every answer token matches."""
+    if predicted.shape != answers.shape or predicted.ndim != 2:
+        raise ValueError(f"exact_match needs two (B, Ta) tensors of the same shape, "
+                         f"got {tuple(predicted.shape)} and {tuple(answers.shape)}")
+    return (predicted == answers).all(dim=1)
+
+
+def solve(task: str, level: str, prompt_ids) -> list[int]:
+    """The reference answer ids for one prompt (list, 1-D array or 1-D tensor of ids).
+
+    Plain Python integer arithmetic on the decoded text, independent of the
+    vectorised generator, so it can be used to check it.
+    """
+    params = level_params(task, level)
+    widths, sep = _operands(task, params)
+    text = decode(prompt_ids)
+    marker = MARKER[task]
+    body = text[len(marker):-1]
+    ops = body.split(sep) if sep else [body]
+    alphabet = "01" if task == "parity" else "0123456789"
+    if (not text.startswith(marker) or not text.endswith("=") or len(ops) != len(widths)
+            or any(len(op) != w or set(op) - set(alphabet) for op, w in zip(ops, widths))):
+        raise ValueError(f"not a {task}/{level} prompt: {text!r}")
+
+    if task == "copy":
+        answer = ops[0]
+    elif task == "reverse":
+        answer = ops[0][::-1]
+    elif task == "sort":
+        answer = "".join(sorted(ops[0]))
+    elif task == "parity":
+        answer = str(ops[0].count("1") % 2)
+    elif task == "compare":
+        a, b = int(ops[0]), int(ops[1])
+        answer = ">" if a > b else "<" if a < b else "="
+    else:
+        a, b = int(ops[0]), int(ops[1])
+        value = a + b if task == "add" else (a + b) % params["p"] if task == "mod" else a * b
+        answer = str(value).zfill(_answer_len(task, params))
+    return encode(answer)
+
+
+# --- generation internals --------------------------------------------------------
+# Examples are handled as digit rows d: (N, k) int64, the operands' digits
+# concatenated, most significant first. A row's integer key (the digits read in
+# base `base`) is used for enumeration, deduplication and test-set rejection;
+# every level's space is < 2**63, so keys fit in int64.
+
+def _place_values(base: int, k: int) -> np.ndarray:
+    return base ** np.arange(k - 1, -1, -1, dtype=np.int64)
+
+
+def _keys_to_digits(keys: np.ndarray, base: int, k: int) -> np.ndarray:
+    return (keys[:, None] // _place_values(base, k)) % base
+
+
+def _unique_in_order(keys: np.ndarray) -> np.ndarray:
+    """Distinct keys, each at its first occurrence, in their original order."""
+    _, first = np.unique(keys, return_index=True)
+    return keys[np.sort(first)]
+
+
+def _draw_distinct(rng, space: int, n: int, exclude: np.ndarray) -> np.ndarray:
+    """n distinct uniform keys in [0, space), none of them in `exclude`."""
+    keys = np.empty(0, dtype=np.int64)
+    while len(keys) < n:
+        new = rng.integers(0, space, size=(n - len(keys)) * 21 // 20 + 16, dtype=np.int64)
+        keys = _unique_in_order(np.concatenate([keys, new[~np.isin(new, exclude)]]))
+    return keys[:n]
+
+
+def _split_uniform(rng, base: int, k: int, n_train: int, n_test: int):
+    """Test and train digit rows for uniformly random operands (k digits in `base`)."""
+    space = base**k
+    if space <= ENUMERATE_LIMIT:
+        perm = rng.permutation(space)
+        n_te = min(n_test, space // 2)
+        test_keys, train_keys = perm[:n_te], perm[n_te:n_te + n_train]
+    else:
+        if n_train + n_test > space // 2:  # rejection sampling would crawl
+            raise ValueError(f"n_train + n_test = {n_train + n_test} is more than half of the "
+                             f"{space} possible prompts")
+        test_keys = _draw_distinct(rng, space, n_test, np.empty(0, dtype=np.int64))
+        train_keys = _draw_distinct(rng, space, n_train, test_keys)
+    return _keys_to_digits(test_keys, base, k), _keys_to_digits(train_keys, base, k)
+
+
+def _sample_compare(rng, n: int, size: int) -> np.ndarray:
+    """(size, 2n) digit rows [a | b], b = a random-length prefix of a + uniform digits."""
+    a = rng.integers(0, 10, size=(size, n))
+    keep = rng.integers(0, n + 1, size=size)  # prefix length 0..n, uniform
+    fresh = rng.integers(0, 10, size=(size, n))
+    b = np.where(np.arange(n) < keep[:, None], a, fresh)
+    return np.concatenate([a, b], axis=1)
+
+
+def _first_difference(d: np.ndarray, n: int) -> np.ndarray:
+    """Compare digit rows (N, 2n) -> (N,) first position where a and b differ; n where a == b."""
+    differ = d[:, :n] != d[:, n:]
+    return np.where(differ.any(axis=1), differ.argmax(axis=1), n)
+
+
+def _split_compare(rng, n: int, n_train: int, n_test: int):
+    """Test and train digit rows for compare; see the module docstring."""
+    place = _place_values(10, 2 * n)
+    # Pairs whose first difference is at c < n: 10^n choices of a, 9 of b's digit c,
+    # 10^(n-c-1) of b's tail; 10^n equal pairs. Test takes at most half of each class.
+    class_size = np.array([10**n * 9 * 10 ** (n - c - 1) for c in range(n)] + [10**n], dtype=np.int64)
+    cap = class_size // 2
+    target = int(min(n_test, cap.sum()))
+    pool = 2 * n_test + 1024
+    while True:
+        d = _sample_compare(rng, n, pool)
+        _, first = np.unique(d @ place, return_index=True)
+        d = d[np.sort(first)]
+        cls = _first_difference(d, n)
+        rank = np.zeros(len(d), dtype=np.int64)  # rank of each row within its class
+        for c in range(n + 1):
+            rank[cls == c] = np.arange(np.count_nonzero(cls == c))
+        test_d = d[rank < cap[cls]][:target]
+        if len(test_d) == target:
+            break
+        pool *= 2
+    test_keys = test_d @ place
+
+    chunks, have = [], 0
+    while have < n_train:
+        d = _sample_compare(rng, n, (n_train - have) * 3 // 2 + 64)
+        d = d[~np.isin(d @ place, test_keys)][: n_train - have]
+        chunks.append(d)
+        have += len(d)
+    train_d = np.concatenate(chunks) if chunks else np.zeros((0, 2 * n), dtype=np.int64)
+    return test_d, train_d
+
+
+def _split_mod(rng, p: int, train_fraction: float):
+    """Train and test digit rows [a | b] for mod: all p*p pairs, shuffled and split."""
+    width = len(str(p - 1))
+    perm = rng.permutation(p * p)
+    n_tr = int(train_fraction * p * p)
+
+    def digits(idx):
+        a, b = idx // p, idx % p
+        return np.concatenate([_keys_to_digits(a, 10, width), _keys_to_digits(b, 10, width)], axis=1)
+
+    return digits(perm[:n_tr]), digits(perm[n_tr:])
+
+
+def _prompts(task: str, params: dict, d: np.ndarray) -> np.ndarray:
+    """Digit rows (N, k) -> prompt ids (N, prompt_len) int64."""
+    widths, sep = _operands(task, params)
+    n = len(d)
+    cols, start = [np.full((n, 1), TOKEN_ID[MARKER[task]], dtype=np.int64)], 0
+    for i, w in enumerate(widths):
+        if i:
+            cols.append(np.full((n, 1), TOKEN_ID[sep], dtype=np.int64))
+        cols.append(d[:, start:start + w] + _DIGIT0)
+        start += w
+    cols.append(np.full((n, 1), TOKEN_ID["="], dtype=np.int64))
+    return np.concatenate(cols, axis=1).astype(np.int64, copy=False)
+
+
+def _answers(task: str, params: dict, d: np.ndarray) -> np.ndarray:
+    """Digit rows (N, k) -> answer ids (N, answer_len) int64, vectorised."""
+    widths, _ = _operands(task, params)
+    if task == "copy":
+        out = d
+    elif task == "reverse":
+        out = d[:, ::-1]
+    elif task == "sort":
+        out = np.sort(d, axis=1)
+    elif task == "parity":
+        out = d.sum(axis=1, keepdims=True) % 2
+    else:
+        wa = widths[0]
+        a = d[:, :wa] @ _place_values(10, wa)
+        b = d[:, wa:] @ _place_values(10, widths[1])
+        if task == "compare":
+            sym = np.where(a > b, TOKEN_ID[">"], np.where(a < b, TOKEN_ID["<"], TOKEN_ID["="]))
+            return sym[:, None].astype(np.int64)
+        value = a + b if task == "add" else (a + b) % params["p"] if task == "mod" else a * b
+        out = _keys_to_digits(value, 10, _answer_len(task, params))
+    return (out + _DIGIT0).astype(np.int64)

@@ -1,0 +1,274 @@
+"""Tests for geomcap.tasks: answers are checked against brute-force Python, not the module's code."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from geomcap import tasks
+from geomcap.tasks import LEVELS, TASKS
+
+PAIRS = list(itertools.product(TASKS, LEVELS))
+N_CHECK = 300  # rows per split checked by brute force
+
+# (prompt_len, answer_len), written out by hand from the level table.
+EXPECTED_LENS = {
+    ("copy", "easy"): (6, 4), ("copy", "medium"): (10, 8), ("copy", "hard"): (18, 16),
+    ("reverse", "easy"): (6, 4), ("reverse", "medium"): (10, 8), ("reverse", "hard"): (18, 16),
+    ("compare", "easy"): (7, 1), ("compare", "medium"): (11, 1), ("compare", "hard"): (19, 1),
+    ("parity", "easy"): (10, 1), ("parity", "medium"): (14, 1), ("parity", "hard"): (18, 1),
+    ("add", "easy"): (7, 3), ("add", "medium"): (9, 4), ("add", "hard"): (13, 6),
+    ("mod", "easy"): (7, 2), ("mod", "medium"): (7, 2), ("mod", "hard"): (7, 2),
+    ("sort", "easy"): (6, 4), ("sort", "medium"): (10, 8), ("sort", "hard"): (14, 12),
+    ("mul", "easy"): (6, 3), ("mul", "medium"): (7, 4), ("mul", "hard"): (8, 5),
+}
+MOD_P = {"easy": 11, "medium": 23, "hard": 47}
+COMPARE_N = {"easy": 2, "medium": 4, "hard": 8}
+
+_cache = {}
+
+
+def data_for(task, level):
+    """make_task at the defaults, generated once per session."""
+    if (task, level) not in _cache:
+        _cache[task, level] = tasks.make_task(task, level, seed=0)
+    return _cache[task, level]
+
+
+def brute_force(task, level, prompt):
+    """Decoded prompt text -> expected answer text, by plain Python."""
+    m = re.fullmatch(r"<(\w+)>(.*)=", prompt)
+    assert m is not None, prompt
+    assert m.group(1) == task
+    body = m.group(2)
+    if task in ("copy", "reverse", "sort", "parity"):
+        assert body.isdigit()
+        if task == "copy":
+            return body
+        if task == "reverse":
+            return "".join(reversed(body))
+        if task == "sort":
+            return "".join(sorted(body))
+        assert set(body) <= {"0", "1"}
+        return str(sum(int(c) for c in body) % 2)
+    a_text, b_text = re.split(r"[,+*]", body)
+    a, b = int(a_text), int(b_text)
+    if task == "compare":
+        assert len(a_text) == len(b_text) == COMPARE_N[level]
+        return ">" if a > b else ("<" if a < b else "=")
+    if task == "add":
+        n = len(a_text)
+        assert len(b_text) == n
+        return f"{a + b:0{n + 1}d}"
+    if task == "mod":
+        p = MOD_P[level]
+        assert 0 <= a < p and 0 <= b < p and len(a_text) == len(b_text) == 2
+        return f"{(a + b) % p:02d}"
+    if task == "mul":
+        return f"{a * b:0{len(a_text) + len(b_text)}d}"
+    raise AssertionError(task)
+
+
+def rows_as_bytes(t):
+    return {row.tobytes() for row in t.numpy()}
+
+
+@pytest.mark.parametrize("task,level", PAIRS)
+def test_answers_match_brute_force(task, level):
+    data = data_for(task, level)
+    splits = ((data.train_prompts, data.train_answers), (data.test_prompts, data.test_answers))
+    for prompts, answers in splits:
+        for i in range(min(N_CHECK, len(prompts))):
+            prompt = tasks.decode(prompts[i])
+            assert tasks.decode(answers[i]) == brute_force(task, level, prompt), prompt
+            assert tasks.solve(task, level, prompts[i]) == answers[i].tolist()
+
+
+@pytest.mark.parametrize("task,level", PAIRS)
+def test_test_prompts_never_in_train(task, level):
+    data = data_for(task, level)
+    assert data.n_test > 0 and data.n_train > 0
+    assert not rows_as_bytes(data.test_prompts) & rows_as_bytes(data.train_prompts)
+    # test prompts are distinct
+    assert len(rows_as_bytes(data.test_prompts)) == data.n_test
+
+
+@pytest.mark.parametrize("task,level", PAIRS)
+def test_shapes_and_layout(task, level):
+    data = data_for(task, level)
+    prompt_len, answer_len = EXPECTED_LENS[task, level]
+    assert (data.prompt_len, data.answer_len) == (prompt_len, answer_len)
+    assert tasks.sequence_lengths(task, level) == (prompt_len, answer_len)
+    assert prompt_len + answer_len <= tasks.MAX_SEQ_LEN
+    assert data.answer_position == prompt_len - 1
+    assert data.params == tasks.level_params(task, level)
+    for t, n in ((data.train_prompts, data.n_train), (data.train_answers, data.n_train),
+                 (data.test_prompts, data.n_test), (data.test_answers, data.n_test)):
+        assert t.dtype == torch.int64 and t.shape[0] == n
+        assert 0 <= t.min() and t.max() < tasks.VOCAB_SIZE
+    for p in (data.train_prompts, data.test_prompts):
+        assert p.shape[1] == prompt_len
+        assert (p[:, 0] == tasks.TOKEN_ID[f"<{task}>"]).all()
+        assert (p[:, -1] == tasks.TOKEN_ID["="]).all()
+        assert (p != tasks.PAD_ID).all()
+
+
+def test_default_sizes():
+    sizes = {pair: (data_for(*pair).n_train, data_for(*pair).n_test) for pair in PAIRS}
+    assert sizes["parity", "easy"] == (128, 128)  # 256 prompts, half for test
+    assert sizes["mul", "easy"] == (500, 500)
+    assert sizes["copy", "easy"] == (10_000 - 512, 512)
+    assert sizes["copy", "hard"] == (100_000, 512)
+    assert sizes["compare", "easy"] == (100_000, 512)
+    assert sizes["mod", "hard"] == (2209 // 2, 2209 - 2209 // 2)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_mod_is_the_whole_table_split_in_half(level):
+    p = MOD_P[level]
+    data = data_for("mod", level)
+
+    def pairs(prompts):
+        out = []
+        for row in prompts:
+            a, b = tasks.decode(row)[len("<mod>"):-1].split("+")
+            out.append((int(a), int(b)))
+        return out
+
+    train, test = pairs(data.train_prompts), pairs(data.test_prompts)
+    assert len(set(train)) == len(train) and len(set(test)) == len(test)
+    assert set(train) | set(test) == {(a, b) for a in range(p) for b in range(p)}
+    assert not set(train) & set(test)
+    assert len(train) == (p * p) // 2  # train_fraction 0.5
+    # n_train / n_test do not change the grokking split
+    small = tasks.make_task("mod", level, n_train=10, n_test=3)
+    assert torch.equal(small.train_prompts, data.train_prompts)
+    assert torch.equal(small.test_prompts, data.test_prompts)
+
+
+def _first_difference(prompt):
+    a, b = prompt[len("<compare>"):-1].split(",")
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_compare_is_balanced(level):
+    n = COMPARE_N[level]
+    data = data_for("compare", level)
+    for prompts, answers in ((data.train_prompts[:5000], data.train_answers[:5000]),
+                             (data.test_prompts, data.test_answers)):
+        symbols = [tasks.decode(a) for a in answers]
+        for s in (">", "<", "="):
+            assert symbols.count(s) / len(symbols) > 0.05, (s, level)
+        # where do a and b first differ? uniform-ish over 0..n-1, not 90% at digit 0
+        first = np.array([_first_difference(tasks.decode(p)) for p in prompts])
+        for i in range(n):
+            assert np.mean(first == i) > 0.4 / (n + 1), (i, level)
+        assert np.mean(first == 0) < 0.5
+
+
+def test_determinism():
+    for task, level in [("copy", "medium"), ("compare", "easy"), ("compare", "hard"), ("add", "easy"),
+                        ("mod", "medium"), ("sort", "hard")]:
+        a = tasks.make_task(task, level, seed=3, n_train=2000, n_test=100)
+        b = tasks.make_task(task, level, seed=3, n_train=2000, n_test=100)
+        c = tasks.make_task(task, level, seed=4, n_train=2000, n_test=100)
+        for name in ("train_prompts", "train_answers", "test_prompts", "test_answers"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), (task, name)
+        assert not torch.equal(a.train_prompts, c.train_prompts)
+        assert not torch.equal(a.test_prompts, c.test_prompts)
+
+
+def test_test_set_does_not_depend_on_n_train():
+    for task, level in [("copy", "hard"), ("compare", "medium"), ("parity", "medium"), ("add", "medium")]:
+        a = tasks.make_task(task, level, seed=1, n_train=50, n_test=64)
+        b = tasks.make_task(task, level, seed=1, n_train=5000, n_test=64)
+        assert torch.equal(a.test_prompts, b.test_prompts)
+
+
+def test_tasks_sharing_a_seed_do_not_share_operands():
+    copy = tasks.make_task("copy", "medium", n_train=100, n_test=10)
+    rev = tasks.make_task("reverse", "medium", n_train=100, n_test=10)
+    assert not torch.equal(copy.train_prompts[:, 1:], rev.train_prompts[:, 1:])
+
+
+def test_check_task_level_names_the_bad_value():
+    with pytest.raises(ValueError, match="unknown task 'foo'") as e:
+        tasks.check_task_level("foo", "easy")
+    assert "copy, reverse, compare" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="unknown level 'extreme'") as e:
+        tasks.check_task_level("copy", "extreme")
+    assert "easy, medium, hard" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="'foo'"):
+        tasks.make_task("foo", "easy")
+    with pytest.raises(ValueError, match="'Easy'"):
+        tasks.level_params("add", "Easy")
+    tasks.check_task_level("mul", "hard")  # no error
+
+
+def test_level_params_is_a_copy():
+    p = tasks.level_params("add", "hard")
+    assert p == {"n_digits": 5}
+    p["n_digits"] = 99
+    assert tasks.LEVEL_TABLE["add"]["hard"]["n_digits"] == 5
+
+
+def test_make_task_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="n_train"):
+        tasks.make_task("copy", "easy", n_train=-1)
+    with pytest.raises(ValueError, match="seed"):
+        tasks.make_task("copy", "easy", seed=1.5)
+
+
+def test_exact_match():
+    answers = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9], [0, 0, 0]])
+    predicted = torch.tensor([[1, 2, 3], [4, 5, 0], [0, 8, 9], [0, 0, 0]])
+    assert exact_match_list(predicted, answers) == [True, False, False, True]
+    single = tasks.exact_match(torch.tensor([[3], [4]]), torch.tensor([[3], [5]]))
+    assert single.dtype == torch.bool and single.tolist() == [True, False]
+    with pytest.raises(ValueError):
+        tasks.exact_match(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+def exact_match_list(p, a):
+    out = tasks.exact_match(p, a)
+    assert out.shape == (p.shape[0],) and out.dtype == torch.bool
+    return out.tolist()
+
+
+def test_vocabulary():
+    assert tasks.VOCAB[0] == "<pad>"
+    assert tasks.VOCAB_SIZE == len(tasks.VOCAB) == len(set(tasks.VOCAB))
+    assert all(tasks.VOCAB[i] == tok for tok, i in tasks.TOKEN_ID.items())
+    for tok in list("0123456789+*,=><") + [f"<{t}>" for t in TASKS]:
+        assert tok in tasks.TOKEN_ID
+
+
+def test_encode_decode_round_trip():
+    assert tasks.decode(tasks.encode("12+3=")) == "12+3="
+    assert tasks.encode("<") == [tasks.TOKEN_ID["<"]]
+    ids = tasks.encode(["<mod>", "0", "7", "+", "1", "5", "="])
+    assert tasks.decode(ids) == "<mod>07+15="
+    assert tasks.encode("<mod>07+15=") == ids  # markers are recognised inside a str
+    assert tasks.decode(np.array(ids)) == tasks.decode(torch.tensor(ids)) == "<mod>07+15="
+    for task, level in PAIRS:
+        data = data_for(task, level)
+        for row in (data.test_prompts[0], data.train_prompts[-1]):
+            assert tasks.encode(tasks.decode(row)) == row.tolist()
+        full = torch.cat([data.test_prompts[0], data.test_answers[0]])  # e.g. "<compare>12,34=<"
+        assert tasks.encode(tasks.decode(full)) == full.tolist()
+    with pytest.raises(ValueError, match="'x'"):
+        tasks.encode("12x")
+    with pytest.raises(ValueError):
+        tasks.decode(torch.zeros(2, 2, dtype=torch.long))
+
+
+def test_solve_rejects_malformed_prompts():
+    with pytest.raises(ValueError):
+        tasks.solve("add", "easy", tasks.encode("<add>123+4="))
+    with pytest.raises(ValueError):
+        tasks.solve("add", "easy", tasks.encode("<mul>12*34="))
+    assert tasks.decode(tasks.solve("mul", "hard", tasks.encode("<mul>999*99="))) == "98901"
+    assert tasks.decode(tasks.solve("compare", "easy", tasks.encode("<compare>07,07="))) == "="
