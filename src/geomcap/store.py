@@ -1,0 +1,176 @@
+"""The run store: one directory per run, named by the hash of its config.
+
+A run directory holds
+
+* ``config.json``   -- the training config, plus ``provenance`` (package
+  version, git commit, torch version, device) which is not hashed;
+* ``metrics.csv``   -- the tidy table ``step, layer, measure, value``
+  (layer -1 for model-level measures such as accuracy and loss, the layer
+  index, 0 = embeddings, for per-layer measures such as rankme);
+* ``status.json``   -- written last, when the run is complete (wall time,
+  throughput, time spent on measures);
+* ``state.pt``      -- while the run is in progress only: the training state
+  (weights, optimizer, data RNG, the metrics so far), so a run killed at any
+  point resumes from its last checkpoint. Removed when the run completes:
+  the store keeps metrics, not weights.
+
+Every file is written atomically (a temporary file in the same directory,
+then ``os.replace``), so a kill -9 leaves either the old or the new file.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+import geomcap
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.csv"
+STATUS_FILE = "status.json"
+STATE_FILE = "state.pt"
+METRIC_COLUMNS = ("step", "layer", "measure", "value")
+
+
+def default_root() -> Path:
+    """The run store's root: $GEOMCAP_RUNS, else ./runs."""
+    return Path(os.environ.get("GEOMCAP_RUNS", "runs"))
+
+
+def config_hash(config: dict) -> str:
+    """First 12 hex digits of the SHA-256 of the config's canonical JSON (keys sorted)."""
+    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def run_dir_for(config: dict, root: str | Path | None = None) -> Path:
+    return Path(root if root is not None else default_root()) / config_hash(config)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path, text: str) -> None:
+    _atomic_write_bytes(Path(path), text.encode())
+
+
+def atomic_write_json(path, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_torch_save(obj, path) -> None:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    _atomic_write_bytes(Path(path), buf.getvalue())
+
+
+def load_state(path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def format_value(value: float) -> str:
+    """Shortest round-trip text of a float (repr), 'nan' for NaN: same value -> same bytes."""
+    value = float(value)
+    return "nan" if math.isnan(value) else repr(value)
+
+
+def metrics_csv_text(rows) -> str:
+    """rows: iterable of (step, layer, measure, value) -> CSV text with a header."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(METRIC_COLUMNS)
+    for step, layer, measure, value in rows:
+        writer.writerow((int(step), int(layer), measure, format_value(value)))
+    return buf.getvalue()
+
+
+def write_metrics(run_dir, rows) -> None:
+    atomic_write_text(Path(run_dir) / METRICS_FILE, metrics_csv_text(rows))
+
+
+def read_metrics(run_dir) -> pd.DataFrame:
+    """The tidy metrics table of a run directory (columns step, layer, measure, value)."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"no {METRICS_FILE} in {run_dir}: not a geomcap run directory, or the run has not reached its first checkpoint")
+    return pd.read_csv(path, dtype={"step": "int64", "layer": "int64", "measure": str, "value": "float64"})
+
+
+def read_config(run_dir) -> dict:
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {run_dir}: not a geomcap run directory")
+    return json.loads(path.read_text())
+
+
+def read_status(run_dir) -> dict | None:
+    path = Path(run_dir) / STATUS_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def is_complete(run_dir) -> bool:
+    status = read_status(run_dir)
+    return bool(status and status.get("complete"))
+
+
+def git_commit() -> str | None:
+    """The commit of the source tree geomcap is imported from, if it is a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    commit = out.stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                           capture_output=True, text=True, timeout=5).stdout.strip()
+    return commit + ("-dirty" if dirty else "")
+
+
+def provenance(device: str) -> dict:
+    return {
+        "geomcap_version": geomcap.__version__,
+        "git_commit": git_commit(),
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "device": device,
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def list_runs(root=None) -> pd.DataFrame:
+    """One row per run directory under root: hash, its config keys, and whether it is complete."""
+    root = Path(root if root is not None else default_root())
+    rows = []
+    for cfg_path in sorted(root.glob(f"*/{CONFIG_FILE}")):
+        cfg = json.loads(cfg_path.read_text())
+        cfg.pop("provenance", None)
+        rows.append({"run": cfg_path.parent.name, "path": str(cfg_path.parent), **cfg,
+                     "complete": is_complete(cfg_path.parent)})
+    return pd.DataFrame(rows)

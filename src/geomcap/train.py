@@ -1,0 +1,379 @@
+"""Training with checkpointed geometry captures.
+
+One run = one (task, level, size, seed). The loop is a plain PyTorch loop:
+AdamW, linear warmup then cosine decay, gradient clipping, batches drawn
+with a seeded generator from pre-generated tensors on the device.
+
+Defaults (the paper does not state its optimizer; these are our choices):
+
+=================  ============================================================
+optimizer          AdamW, lr 1e-3, betas (0.9, 0.98), weight decay 0.1
+                   (1.0 for ``mod``, the usual grokking setting)
+schedule           linear warmup over ``min(100, steps // 10)`` steps, then
+                   cosine decay to 0.1 x lr at the last step
+batch              128 sequences; gradient norm clipped at 1.0
+precision          float32 on CPU; bf16 autocast on CUDA (float32 master weights)
+=================  ============================================================
+
+Checkpoints (``checkpoint_steps``) are dense and log-spaced early -- the
+collapse happens in the first few percent of training -- and linear later.
+At every checkpoint the run records (tidy rows ``step, layer, measure, value``):
+
+* ``loss``, ``train_accuracy`` -- on a fixed batch of training examples;
+* ``test_loss``, ``accuracy`` -- exact match on the whole test set;
+* per layer, from the hidden states of the fixed probe batch (the first
+  ``probe_size`` test prompts): ``rankme`` (the primary measure: uncentred,
+  answer position), and for the sensitivity analysis ``rankme_centred``
+  (answer position, centred), ``rankme_all_positions`` (every position of
+  every probe sequence stacked), ``rankme_mean_pooled`` (mean over positions);
+  ``probe_accuracy`` (linear probe to the first answer token).
+
+With ``measures`` the costly training-dynamics measures run on every
+``costly_every``-th checkpoint (and the last), on a fixed batch of
+``dynamics_size`` training examples: ``grad_rank``, ``grad_cov_rank``,
+``hessian_top`` and ``llc`` (see ``geomcap.dynamics``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from geomcap import geometry, probes, store, tasks
+from geomcap.models import answer_logits, answer_loss, build, check_preset, count_parameters
+
+COSTLY_MEASURES = ("grad_rank", "grad_cov_rank", "hessian", "llc")
+WEIGHT_DECAY_BY_TASK = {"mod": 1.0}
+DEFAULT_WEIGHT_DECAY = 0.1
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a run's metrics (its hash names the run directory)."""
+    task: str
+    level: str
+    size: str = "405k"
+    seed: int = 0
+    steps: int = 2000
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float | None = None  # None -> WEIGHT_DECAY_BY_TASK or DEFAULT_WEIGHT_DECAY
+    beta1: float = 0.9
+    beta2: float = 0.98
+    warmup_steps: int | None = None    # None -> min(100, steps // 10)
+    min_lr_ratio: float = 0.1
+    grad_clip: float = 1.0
+    n_log_checkpoints: int = 20
+    n_linear_checkpoints: int = 40
+    n_train: int = 100_000
+    n_test: int = 512
+    probe_size: int = 512
+    train_eval_size: int = 512
+    measures: tuple[str, ...] = ()
+    costly_every: int = 4
+    dynamics_size: int = 256
+
+    def __post_init__(self):
+        tasks.check_task_level(self.task, self.level)
+        check_preset(self.size)
+        positive = ("steps", "batch_size", "n_log_checkpoints", "n_linear_checkpoints", "n_train",
+                    "n_test", "probe_size", "train_eval_size", "costly_every", "dynamics_size")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr!r}")
+        unknown = [m for m in self.measures if m not in COSTLY_MEASURES]
+        if unknown:
+            raise ValueError(f"unknown measure {unknown[0]!r}; choose from: {', '.join(COSTLY_MEASURES)}")
+        # resolve the task-dependent defaults so config.json states what was used
+        if self.weight_decay is None:
+            object.__setattr__(self, "weight_decay", WEIGHT_DECAY_BY_TASK.get(self.task, DEFAULT_WEIGHT_DECAY))
+        if self.warmup_steps is None:
+            object.__setattr__(self, "warmup_steps", min(100, self.steps // 10))
+        object.__setattr__(self, "measures", tuple(sorted(set(self.measures))))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["measures"] = list(self.measures)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in names}
+        kwargs["measures"] = tuple(kwargs.get("measures", ()))
+        return cls(**kwargs)
+
+
+def checkpoint_steps(steps: int, n_log: int = 20, n_linear: int = 40) -> np.ndarray:
+    """Checkpoint schedule: 0, ~n_log log-spaced steps in [1, steps/10], and n_linear evenly spaced steps up to ``steps``.
+
+    Returns sorted unique ints, always including 0 and ``steps``.
+    """
+    log_part = np.unique(np.round(np.logspace(0, np.log10(max(steps / 10, 1)), n_log)).astype(int))
+    linear_part = np.round(np.linspace(0, steps, n_linear + 1)).astype(int)
+    return np.unique(np.concatenate([[0], log_part, linear_part, [steps]]).clip(0, steps))
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """LR for the update that takes the model from ``step`` to ``step + 1``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """'auto' -> cuda when present, else cpu."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
+    return torch.device(device)
+
+
+def _autocast(device: torch.device):
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@torch.no_grad()
+def _scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: int = 0):
+    """Answer logits (N, Ta, V) in float32, computed ``chunk`` rows at a time.
+
+    Chunks of the training batch size keep evaluation's memory footprint that
+    of a training step (one big forward would make the allocator hand memory
+    back and forth, which slows the next training steps). With
+    ``keep_hidden = n`` also the hidden states of the first n rows.
+    """
+    logits, hidden = [], []
+    for i in range(0, prompts.shape[0], chunk):
+        p, a = prompts[i:i + chunk].to(device), answers[i:i + chunk].to(device)
+        with _autocast(device):
+            out, states = answer_logits(model, p, a, return_hidden=True)
+        logits.append(out.float().cpu())
+        if i < keep_hidden:
+            hidden.append([h[: keep_hidden - i].float().cpu() for h in states])
+    hidden = [torch.cat(layer) for layer in zip(*hidden)] if hidden else []
+    return torch.cat(logits), hidden
+
+
+def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device) -> tuple[list, float]:
+    """Model-level measures and per-layer geometry at one checkpoint.
+
+    Returns (rows without the step column: (layer, measure, value)), seconds spent on geometry).
+    """
+    model.eval()
+    rows = []
+    n_fit = min(cfg.train_eval_size, data.n_train)
+    tr_a = data.train_answers[:n_fit]
+    logits, _ = _scored_forward(model, data.train_prompts[:n_fit], tr_a, cfg.batch_size, device)
+    rows.append((-1, "loss", _cross_entropy(logits, tr_a)))
+    rows.append((-1, "train_accuracy", tasks.exact_match(logits.argmax(-1), tr_a).float().mean().item()))
+
+    n_probe = min(cfg.probe_size, data.n_test)
+    te_a = data.test_answers
+    logits, hidden = _scored_forward(model, data.test_prompts, te_a, cfg.batch_size, device, keep_hidden=n_probe)
+    rows.append((-1, "test_loss", _cross_entropy(logits, te_a)))
+    rows.append((-1, "accuracy", tasks.exact_match(logits.argmax(-1), te_a).float().mean().item()))
+
+    t0 = time.perf_counter()
+    pos = data.answer_position
+    answer_states = [h[:, pos].numpy() for h in hidden]
+    labels = te_a[:n_probe, 0].numpy()
+    for layer, (h, h_full) in enumerate(zip(answer_states, hidden)):
+        rows.append((layer, "rankme", geometry.rankme(h)))
+        rows.append((layer, "rankme_centred", geometry.rankme(h, centre=True)))
+        rows.append((layer, "rankme_all_positions", geometry.rankme(h_full.reshape(-1, h_full.shape[-1]))))
+        rows.append((layer, "rankme_mean_pooled", geometry.rankme(h_full.mean(dim=1))))
+    for layer, acc in enumerate(probes.probe_accuracy_by_layer(answer_states, labels, seed=cfg.seed)):
+        rows.append((layer, "probe_accuracy", acc))
+    return rows, time.perf_counter() - t0
+
+
+def _cross_entropy(logits, answers) -> float:
+    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), answers).item()
+
+
+def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig) -> list:
+    """Training-dynamics measures on a fixed batch of training examples -> rows (layer, measure, value)."""
+    from geomcap import dynamics  # imported lazily: devinterp is heavy and optional for quick runs
+
+    n = min(cfg.dynamics_size, data.n_train)
+    prompts, answers = data.train_prompts[:n], data.train_answers[:n]
+    model = model.float().cpu()
+    model.eval()
+    rows = []
+    if "grad_rank" in cfg.measures or "grad_cov_rank" in cfg.measures:
+        G = dynamics.per_example_gradients(model, prompts, answers)
+        if "grad_rank" in cfg.measures:
+            rows.append((-1, "grad_rank", dynamics.gradient_effective_rank(G)))
+        if "grad_cov_rank" in cfg.measures:
+            rows.append((-1, "grad_cov_rank", dynamics.gradient_covariance_rank(G)))
+        del G
+    if "hessian" in cfg.measures:
+        rows.append((-1, "hessian_top", float(dynamics.hessian_top_eigenvalues(model, prompts, answers, k=1, seed=cfg.seed)[0])))
+    if "llc" in cfg.measures:
+        result = dynamics.local_learning_coefficient(model, prompts, answers, seed=cfg.seed)
+        rows.append((-1, "llc", result["llc_post_burnin"]))
+        rows.append((-1, "llc_trace_drift", result["trace_drift"]))
+    return rows
+
+
+def _prepare_run_dir(cfg: TrainConfig, out) -> Path:
+    run_dir = Path(out) if out is not None else store.run_dir_for(cfg.to_dict())
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"cannot write run directory {run_dir}: it exists and is not a directory")
+    if (run_dir / store.CONFIG_FILE).exists():
+        existing = store.read_config(run_dir)
+        existing.pop("provenance", None)
+        if existing != cfg.to_dict():
+            diff = sorted(k for k in set(existing) | set(cfg.to_dict()) if existing.get(k) != cfg.to_dict().get(k))
+            raise ValueError(f"{run_dir} holds a different run (differs in: {', '.join(diff)}); choose another --out")
+    return run_dir
+
+
+def check_writable(path) -> None:
+    """Raise ValueError if a run directory could not be created/written at ``path`` (creates nothing)."""
+    path = Path(path).resolve()
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write run directory {path}: {probe} is not a writable directory")
+
+
+def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = True,
+          keep_state: bool = False) -> Path:
+    """Train one run, recording metrics at every checkpoint; returns the run directory.
+
+    ``out`` is the run directory itself (default: the run store's root / config hash).
+    A complete run there with the same config is reused; an interrupted one resumes
+    from its last checkpoint and ends with the same metrics as an uninterrupted run.
+    """
+    run_dir = _prepare_run_dir(cfg, out)
+    if store.is_complete(run_dir):
+        return run_dir
+    check_writable(run_dir)
+    dev = resolve_device(device)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test)
+    max_len = data.prompt_len + data.answer_len - 1
+    torch.manual_seed(cfg.seed)
+    model = build(cfg.size, tasks.VOCAB_SIZE)
+    if max_len > model.cfg.block_size:
+        raise ValueError(f"{cfg.task}/{cfg.level} needs {max_len} positions, more than block_size {model.cfg.block_size}")
+    model.to(dev)
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+    batch_gen = torch.Generator().manual_seed(cfg.seed)
+    schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints)
+    costly_at = set(schedule[::cfg.costly_every].tolist()) | {cfg.steps} if cfg.measures else set()
+
+    rows: list = []
+    start_step, timers = 0, {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0, "costly_s": 0.0}
+    state_path = run_dir / store.STATE_FILE
+    if state_path.exists():
+        state = store.load_state(state_path)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        batch_gen.set_state(state["batch_gen"])
+        start_step = int(state["step"])
+        rows = [tuple(r) for r in state["rows"]]
+        timers.update(state["timers"])
+    else:
+        store.atomic_write_json(run_dir / store.CONFIG_FILE,
+                                {**cfg.to_dict(), "provenance": store.provenance(dev.type)})
+
+    train_p, train_a = data.train_prompts.to(dev), data.train_answers.to(dev)
+    todo = [int(s) for s in schedule if s >= start_step and not (s == start_step and rows)]
+
+    def checkpoint(step):
+        t0 = time.perf_counter()
+        step_rows, geo_s = evaluate(model, data, cfg, dev)
+        t1 = time.perf_counter()
+        if step in costly_at:
+            step_rows += costly_measures(model, data, cfg)
+            model.to(dev)
+        timers["eval_s"] += t1 - t0
+        timers["geometry_s"] += geo_s
+        timers["costly_s"] += time.perf_counter() - t1
+        # plain Python types: the state is reloaded with torch.load(weights_only=True)
+        rows.extend((int(step), int(layer), str(measure), float(value)) for layer, measure, value in step_rows)
+        store.atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                 "batch_gen": batch_gen.get_state(), "step": step, "rows": rows,
+                                 "timers": timers}, state_path)
+        store.write_metrics(run_dir, rows)
+        return dict(step_rows_by_name(step_rows))
+
+    bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress,
+               desc=f"{cfg.task}/{cfg.level} {cfg.size} s{cfg.seed}", unit="step")
+    step = start_step
+    if todo and todo[0] == step:
+        bar.set_postfix(checkpoint(step))
+        todo.pop(0)
+    for next_ckpt in todo:
+        model.train()
+        t0 = time.perf_counter()
+        while step < next_ckpt:
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(step, cfg)
+            idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen)
+            with _autocast(dev):
+                loss = answer_loss(model, train_p[idx.to(dev)], train_a[idx.to(dev)])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            step += 1
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        timers["train_s"] += time.perf_counter() - t0
+        bar.update(next_ckpt - bar.n)
+        bar.set_postfix(checkpoint(step))
+    bar.close()
+
+    tokens = cfg.steps * cfg.batch_size * (data.prompt_len + data.answer_len - 1)
+    store.atomic_write_json(run_dir / store.STATUS_FILE, {
+        "complete": True,
+        "parameters": count_parameters(model),
+        "checkpoints": len(schedule),
+        **{k: round(v, 3) for k, v in timers.items()},
+        "tokens_per_s": round(tokens / timers["train_s"], 1) if timers["train_s"] > 0 else None,
+        "ms_per_step": round(1000 * timers["train_s"] / cfg.steps, 3),
+        "geometry_share": round(timers["geometry_s"] / timers["train_s"], 4) if timers["train_s"] > 0 else None,
+        "eval_share": round(timers["eval_s"] / timers["train_s"], 4) if timers["train_s"] > 0 else None,
+    })
+    if not keep_state:
+        state_path.unlink(missing_ok=True)
+    return run_dir
+
+
+def step_rows_by_name(step_rows):
+    """Progress-bar summary of a checkpoint: test accuracy and final-layer RankMe."""
+    last_layer = max(layer for layer, _, _ in step_rows)
+    for layer, measure, value in step_rows:
+        if measure == "accuracy":
+            yield "acc", f"{value:.3f}"
+        elif measure == "rankme" and layer == last_layer:
+            yield "rankme", f"{value:.1f}"

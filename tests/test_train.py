@@ -1,0 +1,136 @@
+"""Training: it learns, it is deterministic, and a killed run resumes to the same metrics."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from geomcap import events, store
+from geomcap.train import TrainConfig, checkpoint_steps, learning_rate, train
+
+GEOMCAP = [sys.executable, "-m", "geomcap.cli"]
+
+
+def test_checkpoint_schedule_is_dense_early():
+    steps = checkpoint_steps(2000, n_log=20, n_linear=40)
+    assert steps[0] == 0 and steps[-1] == 2000
+    assert np.all(np.diff(steps) > 0)
+    early = steps[steps <= 200]
+    assert len(early) >= 15          # log-spaced points crowd the first 10%
+    assert np.all(np.diff(steps[steps >= 200]) <= 50)
+
+
+def test_learning_rate_warmup_and_cosine():
+    cfg = TrainConfig(task="copy", level="easy", steps=1000)
+    assert cfg.warmup_steps == 100 and cfg.weight_decay == 0.1
+    assert learning_rate(0, cfg) == pytest.approx(1e-5)
+    assert learning_rate(99, cfg) == pytest.approx(1e-3)
+    assert learning_rate(1000, cfg) == pytest.approx(1e-4)
+    lrs = [learning_rate(s, cfg) for s in range(100, 1000)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+    assert TrainConfig(task="mod", level="easy").weight_decay == 1.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"task": "nope", "level": "easy"}, "unknown task 'nope'"),
+    ({"task": "copy", "level": "extreme"}, "unknown level 'extreme'"),
+    ({"task": "copy", "level": "easy", "size": "1b"}, "unknown size '1b'"),
+    ({"task": "copy", "level": "easy", "steps": 0}, "steps must be a positive integer"),
+    ({"task": "copy", "level": "easy", "measures": ("llc", "magic")}, "unknown measure 'magic'"),
+])
+def test_config_validation(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**kwargs)
+
+
+def test_copy_easy_learns_in_under_a_minute(tmp_path):
+    """The smallest preset on copy/easy reaches > 90% test accuracy, default flags."""
+    t0 = time.perf_counter()
+    out = subprocess.run(GEOMCAP + ["train", "--task", "copy", "--level", "easy", "--steps", "300",
+                                    "--quiet", "--out", str(tmp_path / "run")],
+                         capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    assert out.returncode == 0, out.stderr
+    metrics = store.read_metrics(tmp_path / "run")
+    steps, accuracy = events.tidy_series(metrics, "accuracy")
+    assert accuracy[-1] > 0.9
+    assert elapsed < 60, f"took {elapsed:.1f} s"
+    status = store.read_status(tmp_path / "run")
+    assert status["complete"] and status["geometry_share"] < 0.25
+    assert not (tmp_path / "run" / store.STATE_FILE).exists()  # no weights left in the store
+    config = store.read_config(tmp_path / "run")
+    assert {"task", "level", "size", "seed", "steps"} <= set(config)
+    assert config["provenance"]["geomcap_version"]
+    # tidy format: measure names lower case; layer -1 for model-level, 0.. for per-layer
+    assert list(metrics.columns) == ["step", "layer", "measure", "value"]
+    assert set(metrics.loc[metrics.layer == -1, "measure"]) == {"loss", "train_accuracy", "test_loss", "accuracy"}
+    assert set(metrics.loc[metrics.layer >= 0, "layer"]) == {0, 1, 2}
+    assert all(m == m.lower() for m in metrics.measure.unique())
+
+
+def small_config(**overrides):
+    base = dict(task="add", level="easy", steps=40, n_linear_checkpoints=8, n_log_checkpoints=6,
+                n_train=2000, n_test=128, probe_size=128, train_eval_size=128, batch_size=32)
+    return TrainConfig(**{**base, **overrides})
+
+
+def test_same_seed_gives_byte_identical_metrics(tmp_path):
+    a = train(small_config(), out=tmp_path / "a", progress=False)
+    b = train(small_config(), out=tmp_path / "b", progress=False)
+    c = train(small_config(seed=1), out=tmp_path / "c", progress=False)
+    text_a = (a / store.METRICS_FILE).read_bytes()
+    assert text_a == (b / store.METRICS_FILE).read_bytes()
+    assert text_a != (c / store.METRICS_FILE).read_bytes()
+
+
+def test_finished_run_is_reused_not_retrained(tmp_path):
+    run = train(small_config(), out=tmp_path / "run", progress=False)
+    before = (run / store.STATUS_FILE).stat().st_mtime_ns
+    assert train(small_config(), out=run, progress=False) == run
+    assert (run / store.STATUS_FILE).stat().st_mtime_ns == before
+    with pytest.raises(ValueError, match="holds a different run"):
+        train(small_config(seed=3), out=run, progress=False)
+
+
+def test_default_run_dir_is_the_config_hash(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOMCAP_RUNS", str(tmp_path))
+    cfg = small_config(steps=5)
+    run = train(cfg, progress=False)
+    assert run == tmp_path / store.config_hash(cfg.to_dict())
+    assert len(store.list_runs(tmp_path)) == 1
+
+
+KILL_SCRIPT = """
+import sys
+from geomcap.train import TrainConfig, train
+cfg = TrainConfig(task="add", level="easy", steps=int(sys.argv[2]), n_linear_checkpoints=30,
+                  n_log_checkpoints=10, n_train=2000, n_test=128, probe_size=128,
+                  train_eval_size=128, batch_size=32)
+train(cfg, out=sys.argv[1], progress=False)
+"""
+
+
+def test_kill_minus_9_then_resume_gives_the_same_metrics(tmp_path):
+    steps = "400"
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(reference), steps], check=True)
+
+    run = tmp_path / "killed"
+    for wait_for_rows in (60, 400):  # kill twice, at different points
+        proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(run), steps])
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            metrics = run / store.METRICS_FILE
+            if metrics.exists() and len(metrics.read_text().splitlines()) > wait_for_rows:
+                break
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert not store.is_complete(run)
+    subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(run), steps], check=True)
+    assert store.is_complete(run)
+    assert (run / store.METRICS_FILE).read_bytes() == (reference / store.METRICS_FILE).read_bytes()
