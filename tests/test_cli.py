@@ -1,0 +1,58 @@
+"""The geomcap command: presets, train/show round trip, and one-line errors with exit 2."""
+import subprocess
+import sys
+
+import pytest
+
+GEOMCAP = [sys.executable, "-m", "geomcap.cli"]
+
+
+def run(*args):
+    return subprocess.run(GEOMCAP + list(args), capture_output=True, text=True)
+
+
+def test_presets_lists_six_sizes():
+    out = run("presets")
+    assert out.returncode == 0
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 7 and lines[1].startswith("405k") and lines[-1].startswith("151m")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--task", "nope", "--level", "easy"], "unknown task 'nope'"),
+    (["--task", "copy", "--level", "impossible"], "unknown level 'impossible'"),
+    (["--task", "copy", "--level", "easy", "--size", "7b"], "unknown size '7b'"),
+    (["--task", "copy", "--level", "easy", "--steps", "0"], "steps must be a positive integer"),
+    (["--task", "copy", "--level", "easy", "--steps", "-5"], "steps must be a positive integer"),
+    (["--task", "copy", "--level", "easy", "--steps", "ten"], "invalid int value"),
+    (["--task", "copy", "--level", "easy", "--measures", "vibes"], "unknown measure 'vibes'"),
+    (["--task", "copy", "--level", "easy", "--device", "tpu"], "unknown device 'tpu'"),
+    (["--level", "easy"], "required: --task"),
+])
+def test_bad_input_gives_one_line_and_exit_2_and_writes_nothing(tmp_path, args, fragment):
+    out_dir = tmp_path / "run"
+    result = run("train", *args, "--out", str(out_dir))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    assert not out_dir.exists()
+
+
+def test_unwritable_out_dir(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = run("train", "--task", "copy", "--level", "easy", "--steps", "5", "--out", str(blocker / "run"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "cannot write run directory" in result.stderr
+    assert blocker.read_text() == "not a directory"
+
+
+def test_train_then_show(tmp_path):
+    out_dir = tmp_path / "run"
+    result = run("train", "--task", "parity", "--level", "easy", "--steps", "30", "--quiet", "--out", str(out_dir))
+    assert result.returncode == 0, result.stderr
+    shown = run("show", str(out_dir))
+    assert shown.returncode == 0, shown.stderr
+    for fragment in ("parity/easy", "accuracy", "rankme", "top-down", "precursors"):
+        assert fragment in shown.stdout
+    missing = run("show", str(tmp_path / "nothing-here"))
+    assert missing.returncode == 2 and "not a geomcap run directory" in missing.stderr
