@@ -1,0 +1,144 @@
+"""Sweeps: a grid of runs on any executor with a concurrent.futures-style ``submit``.
+
+    from geomcap.sweep import grid, run_sweep
+    configs = grid(tasks=["add", "mod"], levels=["hard"], sizes=["405k"], seeds=[0, 1],
+                   steps={"easy": 1000, "medium": 3000, "hard": 6000})
+    results = run_sweep(configs, root="data/runs")          # local processes, one per core
+
+Executors: anything whose ``submit(fn, *args)`` returns an object with
+``done()`` and ``result()`` -- ``concurrent.futures.ProcessPoolExecutor``
+(the default), submitit's ``AutoExecutor`` (Slurm) or ``DebugExecutor``, a
+``dask.distributed.Client``. Each run is written to the run store under its
+config hash, so a sweep is resumable: finished runs are reused, interrupted
+ones resume from their last checkpoint. A failing run is reported with its
+error and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from geomcap import store
+from geomcap.tasks import LEVELS, TASKS
+from geomcap.train import TrainConfig
+
+
+@dataclass(frozen=True)
+class RunResult:
+    config: TrainConfig
+    run_dir: Path
+    error: str | None = None       # the failing run's traceback, None on success
+    seconds: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=2000, **overrides) -> list[TrainConfig]:
+    """The cartesian product tasks x levels x sizes x seeds as TrainConfigs.
+
+    ``steps`` is an int or a {level: steps} dict; ``overrides`` are further
+    TrainConfig fields. Defaults: every task, every level. Invalid values
+    raise ValueError before anything runs.
+    """
+    tasks = TASKS if tasks is None else tasks
+    levels = LEVELS if levels is None else levels
+    configs = []
+    for task, level, size, seed in itertools.product(tasks, levels, sizes, seeds):
+        n_steps = steps[level] if isinstance(steps, dict) else steps
+        configs.append(TrainConfig(task=task, level=level, size=size, seed=seed, steps=n_steps, **overrides))
+    return configs
+
+
+def _run_one(config: dict, root: str, device: str, threads: int | None) -> tuple[str, float]:
+    """Worker entry point (top level so executors can pickle it)."""
+    import torch
+
+    from geomcap.train import TrainConfig, train
+
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    cfg = TrainConfig.from_dict(config)
+    run_dir = train(cfg, out=store.run_dir_for(cfg.to_dict(), root), device=device, progress=False)
+    return str(run_dir), time.perf_counter() - t0
+
+
+def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: int | None = None,
+              progress: bool = True, poll_s: float = 0.5) -> list[RunResult]:
+    """Run every config (skipping complete ones) and return one RunResult per config, in order.
+
+    With no executor, a local ProcessPoolExecutor with ``workers`` processes
+    (default: one per core) and torch threads = cores // workers in each, so
+    workers do not oversubscribe the CPU.
+    """
+    root = Path(root if root is not None else store.default_root())
+    configs = list(configs)
+    results: list[RunResult | None] = [None] * len(configs)
+    pending = []
+    for i, cfg in enumerate(configs):
+        run_dir = store.run_dir_for(cfg.to_dict(), root)
+        if store.is_complete(run_dir):
+            results[i] = RunResult(cfg, run_dir, seconds=0.0)
+        else:
+            pending.append(i)
+
+    own_executor = executor is None
+    cores = os.cpu_count() or 1
+    workers = workers or cores
+    threads = max(1, cores // workers) if own_executor else None
+    if own_executor and pending:
+        executor = ProcessPoolExecutor(max_workers=workers)
+    bar = tqdm(total=len(configs), initial=len(configs) - len(pending), disable=not progress, unit="run",
+               desc="sweep")
+    try:
+        futures = {}
+        for i in pending:
+            futures[i] = executor.submit(_run_one, configs[i].to_dict(), str(root), device, threads)
+        while futures:
+            finished = [i for i, f in futures.items() if f.done()]
+            for i in finished:
+                future = futures.pop(i)
+                cfg = configs[i]
+                run_dir = store.run_dir_for(cfg.to_dict(), root)
+                try:
+                    _, seconds = future.result()
+                    results[i] = RunResult(cfg, run_dir, seconds=seconds)
+                except Exception as exc:  # one failing run must not stop the others
+                    detail = "".join(traceback.format_exception(exc)).strip()
+                    results[i] = RunResult(cfg, run_dir, error=detail)
+                    bar.write(f"FAILED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: {exc!r}")
+                bar.update(1)
+            if futures and not finished:
+                time.sleep(poll_s)
+    finally:
+        bar.close()
+        if own_executor and executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+    return results
+
+
+def parse_steps(text: str) -> int | dict:
+    """'3000' -> 3000; 'easy=1000,medium=3000,hard=6000' -> dict (every level required)."""
+    if "=" not in text:
+        return int(text)
+    mapping = {}
+    for part in text.split(","):
+        level, _, value = part.partition("=")
+        level = level.strip()
+        if level not in LEVELS:
+            raise ValueError(f"unknown level {level!r} in --steps; choose from: {', '.join(LEVELS)}")
+        mapping[level] = int(value)
+    missing = [lvl for lvl in LEVELS if lvl not in mapping]
+    if missing:
+        raise ValueError(f"--steps gives no value for level(s): {', '.join(missing)}")
+    return mapping

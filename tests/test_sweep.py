@@ -1,0 +1,57 @@
+"""Sweeps: every run lands in the store, a failing run is isolated, a rerun resumes/reuses."""
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from geomcap import store
+from geomcap.sweep import grid, parse_steps, run_sweep
+
+TINY = dict(n_linear_checkpoints=4, n_log_checkpoints=3, n_train=500, n_test=64, probe_size=64,
+            train_eval_size=64, batch_size=16)
+
+
+def test_grid_and_steps_parsing():
+    configs = grid(tasks=["copy", "mod"], levels=["easy", "hard"], seeds=[0, 1],
+                   steps={"easy": 10, "medium": 20, "hard": 30})
+    assert len(configs) == 8
+    assert {(c.level, c.steps) for c in configs} == {("easy", 10), ("hard", 30)}
+    assert parse_steps("500") == 500
+    assert parse_steps("easy=1,medium=2,hard=3") == {"easy": 1, "medium": 2, "hard": 3}
+    with pytest.raises(ValueError, match="no value for level"):
+        parse_steps("easy=1")
+    with pytest.raises(ValueError, match="unknown task"):
+        grid(tasks=["copy", "telepathy"])
+
+
+def test_failing_run_is_reported_and_does_not_stop_the_others(tmp_path):
+    configs = grid(tasks=["copy", "parity", "sort"], levels=["easy"], steps=6, **TINY)
+    # make the second run fail: its run directory path is taken by a file
+    blocked = store.run_dir_for(configs[1].to_dict(), tmp_path)
+    blocked.parent.mkdir(parents=True, exist_ok=True)
+    blocked.write_text("in the way")
+    results = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(2), progress=False)
+    assert [r.ok for r in results] == [True, False, True]
+    assert "not a directory" in results[1].error
+    assert store.is_complete(results[0].run_dir) and store.is_complete(results[2].run_dir)
+
+    # a rerun reuses the finished runs and retries the failed one
+    blocked.unlink()
+    again = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(2), progress=False)
+    assert all(r.ok for r in again)
+    assert again[0].seconds == 0.0 and again[1].seconds > 0
+
+
+def test_local_process_pool(tmp_path):
+    configs = grid(tasks=["reverse"], levels=["easy"], seeds=[0, 1], steps=5, **TINY)
+    results = run_sweep(configs, root=tmp_path, workers=2, progress=False)
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert len({r.run_dir for r in results}) == 2
+
+
+def test_submitit_debug_executor(tmp_path):
+    import submitit
+    executor = submitit.DebugExecutor(folder=tmp_path / "submitit")
+    configs = grid(tasks=["compare"], levels=["easy"], steps=5, **TINY)
+    results = run_sweep(configs, root=tmp_path / "runs", executor=executor, progress=False)
+    assert results[0].ok, results[0].error
+    assert store.is_complete(results[0].run_dir)
