@@ -1,0 +1,120 @@
+"""Across runs: load a run store into tables, one row per run, for the notebooks.
+
+    from geomcap import results
+    runs = results.load_runs("data/runs")                 # configs, one row per complete run
+    table = results.summary_table(runs)                   # events of every run (acquisition, floor, ...)
+    metrics = results.load_metrics(runs, measures=["accuracy", "rankme"])   # tidy, with run columns
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from geomcap import events, store
+
+RUN_KEYS = ("task", "level", "size", "seed")
+
+
+def load_runs(root="data/runs", complete_only: bool = True, **filters) -> pd.DataFrame:
+    """One row per run directory under ``root``: its config and path.
+
+    ``filters`` keep rows whose column equals the value, or is in it when a
+    list/tuple is given, e.g. ``load_runs(task="mod", level=["easy", "hard"])``.
+    """
+    runs = store.list_runs(root)
+    if runs.empty:
+        return runs
+    if complete_only:
+        runs = runs[runs["complete"]]
+    for key, value in filters.items():
+        if value is None:
+            continue
+        if key not in runs.columns:
+            raise KeyError(f"unknown run field {key!r}; fields: {', '.join(runs.columns)}")
+        runs = runs[runs[key].isin(value if isinstance(value, (list, tuple, set)) else [value])]
+    return runs.sort_values(list(RUN_KEYS)).reset_index(drop=True)
+
+
+def load_metrics(runs: pd.DataFrame, measures=None) -> pd.DataFrame:
+    """The tidy metrics of every run in ``runs``, with the run's task, level, size, seed and run id."""
+    frames = []
+    for row in runs.itertuples():
+        m = store.read_metrics(row.path)
+        if measures is not None:
+            m = m[m["measure"].isin(measures)]
+        frames.append(m.assign(**{k: getattr(row, k) for k in RUN_KEYS}, run=row.run))
+    if not frames:
+        return pd.DataFrame(columns=["step", "layer", "measure", "value", *RUN_KEYS, "run"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
+    """A flat dict of :func:`geomcap.events.summarize_run` for one run's metrics."""
+    s = events.summarize_run(metrics, **kwargs)
+    row = {"acquisition_step": s["acquisition_step"], "final_accuracy": s["final_accuracy"],
+           "final_layer": s["final_layer"],
+           "ordered_collapse_recovery_acquisition": s["order_collapse_recovery_acquisition"]}
+    c = s["collapse"] or {}
+    for key in ("initial_value", "peak_value", "peak_step", "onset_step", "floor_value", "floor_step",
+                "recovery_step", "relative_drop", "collapsed"):
+        row[f"rankme_{key}"] = c.get(key)
+    for measure, p in s["precursors"].items():
+        row[f"{measure}_transition_step"] = p["measure_step"]
+        row[f"{measure}_gap_steps"] = p["gap_steps"]
+        row[f"{measure}_gap_checkpoints"] = p["gap_checkpoints"]
+        row[f"{measure}_is_precursor"] = p["is_precursor"]
+    td = s["top_down"] or {}
+    row["top_down_rho_step"] = td.get("rho_step")
+    row["top_down_rho_floor"] = td.get("rho_floor")
+    row["is_top_down"] = td.get("is_top_down")
+    return row
+
+
+def summary_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
+    """One row per run: its task, level, size, seed, steps and the events of :func:`summary_row`."""
+    rows = []
+    for row in runs.itertuples():
+        rows.append({**{k: getattr(row, k) for k in (*RUN_KEYS, "steps", "run")},
+                     **summary_row(store.read_metrics(row.path), **kwargs)})
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        for column in [c for c in table.columns if c.endswith("_step") or c.endswith("_steps")]:
+            table[column] = table[column].astype("Int64")
+    return table
+
+
+def rate(values) -> float:
+    """Share of True among the non-missing values (NaN when none)."""
+    values = pd.Series(values).dropna().astype(bool)
+    return float(values.mean()) if len(values) else float("nan")
+
+
+def check_choices(name: str, values, allowed) -> list:
+    """Validate a notebook parameter: a value or list of values, each in ``allowed`` ('all' = every one).
+
+    Raises ValueError with one line naming the parameter, the bad value and the choices.
+    """
+    if isinstance(values, str):
+        values = list(allowed) if values == "all" else [values]
+    values = list(values)
+    for value in values:
+        if value not in allowed:
+            raise ValueError(f"parameter {name}: unknown value {value!r}; choose from: "
+                             f"{', '.join(map(str, allowed))} (or 'all')")
+    if not values:
+        raise ValueError(f"parameter {name}: empty selection")
+    return values
+
+
+def check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"parameter {name}: must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def data_root() -> Path:
+    """The committed run store: <repository>/data/runs (found from this file's location)."""
+    return Path(__file__).resolve().parents[2] / "data" / "runs"
