@@ -54,5 +54,8 @@ def test_train_then_show(tmp_path):
     assert shown.returncode == 0, shown.stderr
     for fragment in ("parity/easy", "accuracy", "rankme", "top-down", "precursors"):
         assert fragment in shown.stdout
+    listed = run("runs", "--root", str(tmp_path), "--csv", str(tmp_path / "index.csv"))
+    assert listed.returncode == 0 and "parity" in listed.stdout
+    assert (tmp_path / "index.csv").read_text().startswith("run,task,level,size,seed,steps")
     missing = run("show", str(tmp_path / "nothing-here"))
     assert missing.returncode == 2 and "not a geomcap run directory" in missing.stderr

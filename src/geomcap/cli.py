@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="print the model presets with their parameter counts")
 
+    p = sub.add_parser("runs", help="list the complete runs of a run store (task, level, size, seed, wall time)")
+    p.add_argument("--root", default=None, help="run store root (default $GEOMCAP_RUNS or ./runs)")
+    p.add_argument("--csv", default=None, help="also write the table to this CSV file")
+
     p = sub.add_parser("show", help="summarise a run directory: acquisition, collapse, precursors, top-down")
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -110,6 +114,17 @@ def cmd_sweep(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_runs(args) -> int:
+    from geomcap import results, store
+
+    root = args.root if args.root is not None else store.default_root()
+    table = results.run_index(root)
+    if args.csv:
+        store.atomic_write_text(args.csv, table.to_csv(index=False))
+    print(table.to_string(index=False) if len(table) else f"no complete run in {root}")
+    return 0
+
+
 def cmd_presets(args) -> int:
     from geomcap.models import preset_table
     from geomcap.tasks import VOCAB_SIZE
@@ -139,7 +154,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        handler = {"train": cmd_train, "sweep": cmd_sweep, "presets": cmd_presets, "show": cmd_show}[args.command]
+        handler = {"train": cmd_train, "sweep": cmd_sweep, "presets": cmd_presets, "runs": cmd_runs, "show": cmd_show}[args.command]
         return handler(args)
     except (_UsageError, ValueError, FileNotFoundError) as exc:
         print(f"geomcap: error: {exc}".replace("geomcap: error: geomcap", "geomcap"), file=sys.stderr)

@@ -24,8 +24,9 @@ def set_style() -> None:
 
 
 def _step_axis(ax, steps) -> None:
-    ax.set_xscale("symlog", linthresh=max(1, int(np.min(np.asarray(steps)[np.asarray(steps) > 0], initial=1))))
-    ax.set_xlim(0, np.max(steps))
+    steps = np.asarray(steps)
+    ax.set_xscale("symlog", linthresh=1, linscale=0.5)
+    ax.set_xlim(0, steps.max())
     ax.set_xlabel("training step")
 
 
@@ -76,4 +77,55 @@ def run_curves(metrics, title: str | None = None, measure: str = "rankme"):
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+LEVEL_COLORS = {"easy": "C2", "medium": "C1", "hard": "C3"}
+
+
+def final_layer_rows(metrics, measure: str):
+    """Rows of ``measure`` at each run's final layer (the largest layer index recorded for it)."""
+    m = metrics[metrics["measure"] == measure]
+    final = m.groupby("run")["layer"].transform("max")
+    return m[m["layer"] == final]
+
+
+def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = None):
+    """One panel per task: the final layer's ``measure`` (solid) and test accuracy (dashed, right axis)
+    against training step, one colour per level, one line per seed.
+
+    metrics: tidy table with run columns (``geomcap.results.load_metrics``).
+    paper_floor: {task: value} drawn as a dotted reference line (the paper's collapse floor).
+    """
+    set_style()
+    task_names = list(dict.fromkeys(metrics["task"]))
+    ncols = min(4, len(task_names))
+    nrows = int(np.ceil(len(task_names) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.7 * nrows), squeeze=False)
+    rank = final_layer_rows(metrics, measure)
+    acc = metrics[metrics["measure"] == "accuracy"]
+    for ax, task in zip(axes.flat, task_names):
+        twin = ax.twinx()
+        for (level, run), group in rank[rank["task"] == task].groupby(["level", "run"], sort=False):
+            ax.plot(group["step"], group["value"], color=LEVEL_COLORS.get(level, "k"), linewidth=1.2,
+                    label=level)
+            a = acc[acc["run"] == run]
+            twin.plot(a["step"], a["value"], color=LEVEL_COLORS.get(level, "k"), linewidth=0.9,
+                      linestyle="--", alpha=0.7)
+        if paper_floor and task in paper_floor:
+            ax.axhline(paper_floor[task], color=PAPER_COLOR, linestyle=":", linewidth=1, label="paper's floor")
+        twin.set_ylim(-0.02, 1.02)
+        twin.set_ylabel("accuracy (dashed)" if ax in axes[:, -1] else "")
+        if ax not in axes[:, -1]:
+            twin.tick_params(right=False, labelright=False)
+        ax.set_title(task)
+        _step_axis(ax, metrics["step"].to_numpy())
+        ax.set_ylabel(f"{measure}, final layer" if ax in axes[:, 0] else "")
+        twin.spines["right"].set_visible(True)
+    for ax in list(axes.flat)[len(task_names):]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02))
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
     return fig

@@ -51,6 +51,19 @@ def load_metrics(runs: pd.DataFrame, measures=None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def run_index(root="data/runs") -> pd.DataFrame:
+    """One row per complete run: task, level, size, seed, steps, measures, wall time and throughput."""
+    runs = load_runs(root)
+    rows = []
+    for row in runs.itertuples():
+        status = store.read_status(row.path) or {}
+        wall = sum(status.get(k, 0.0) for k in ("train_s", "eval_s", "costly_s"))
+        rows.append({"run": row.run, **{k: getattr(row, k) for k in (*RUN_KEYS, "steps")},
+                     "measures": ",".join(row.measures), "wall_s": round(wall, 1),
+                     "ms_per_step": status.get("ms_per_step"), "geometry_share": status.get("geometry_share")})
+    return pd.DataFrame(rows)
+
+
 def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
     """A flat dict of :func:`geomcap.events.summarize_run` for one run's metrics."""
     s = events.summarize_run(metrics, **kwargs)
@@ -118,3 +131,64 @@ def check_positive_int(name: str, value) -> int:
 def data_root() -> Path:
     """The committed run store: <repository>/data/runs (found from this file's location)."""
     return Path(__file__).resolve().parents[2] / "data" / "runs"
+
+
+RANKME_VARIANTS = ("rankme", "rankme_centred", "rankme_all_positions", "rankme_mean_pooled")
+
+
+def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
+                 steps="easy=2000,medium=4000,hard=8000", progress=True) -> pd.DataFrame:
+    """Validate a notebook's parameters and return its runs (one row per complete run).
+
+    tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a
+    list of ints, or "all" (every seed in the store). root "" = the committed
+    store. With ``recompute`` the runs of the grid missing from the store are
+    trained first (through :mod:`geomcap.sweep`; seeds must then be explicit).
+    Bad values raise ValueError naming the parameter.
+    """
+    from geomcap.models import PRESETS
+    from geomcap.tasks import LEVELS, TASKS
+
+    tasks = check_choices("tasks", tasks, TASKS)
+    levels = check_choices("levels", levels, LEVELS)
+    sizes = check_choices("sizes", sizes, tuple(PRESETS))
+    if isinstance(seeds, str) and seeds != "all":
+        raise ValueError(f"parameter seeds: expected an int, a list of ints or 'all', got {seeds!r}")
+    if not isinstance(seeds, str):
+        seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
+        for seed in seeds:
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+                raise ValueError(f"parameter seeds: {seed!r} is not a non-negative integer")
+    root = Path(root) if root else data_root()
+    if recompute:
+        from geomcap.sweep import grid, parse_steps, run_sweep
+
+        if seeds == "all":
+            raise ValueError("parameter seeds: give explicit seeds with recompute=True")
+        try:
+            steps_by_level = parse_steps(str(steps))
+        except ValueError as exc:
+            raise ValueError(f"parameter steps: {exc}") from None
+        if isinstance(steps_by_level, int):
+            check_positive_int("steps", steps_by_level)
+        run_sweep(grid(tasks=tasks, levels=levels, sizes=sizes, seeds=seeds, steps=steps_by_level),
+                  root=root, progress=progress)
+    if not root.exists():
+        raise ValueError(f"parameter root: {root} does not exist")
+    runs = load_runs(root, task=tasks, level=levels, size=sizes, seed=None if seeds == "all" else seeds)
+    if runs.empty:
+        raise ValueError(f"no complete run in {root} for tasks={tasks}, levels={levels}, sizes={sizes}, "
+                         f"seeds={seeds}: pass recompute=True to train them (see data/README.md)")
+    return runs
+
+
+def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Collapse floor (final layer) per task x size: mean and spread over levels and seeds, with run counts."""
+    grouped = summary.groupby(["task", "size"], sort=False)
+    table = grouped.agg(runs=("run", "count"),
+                        collapsed=("rankme_collapsed", lambda v: int(pd.Series(v).fillna(False).astype(bool).sum())),
+                        floor_mean=("rankme_floor_value", "mean"),
+                        floor_min=("rankme_floor_value", "min"),
+                        floor_max=("rankme_floor_value", "max"),
+                        initial_mean=("rankme_initial_value", "mean"))
+    return table.reset_index()
