@@ -1,0 +1,22 @@
+"""Papermill runs of the section notebooks: a bad parameter fails with one clear message naming it."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+@pytest.mark.parametrize("notebook, parameter, value, fragment", [
+    ("01_collapse.ipynb", "tasks", "nope", "parameter tasks: unknown value 'nope'"),
+    ("01_collapse.ipynb", "sizes", "7b", "parameter sizes: unknown value '7b'"),
+    ("01_collapse.ipynb", "seeds", "-1", "parameter seeds: -1 is not a non-negative integer"),
+    ("01_collapse.ipynb", "measure", "volume", "parameter measure: unknown value 'volume'"),
+])
+def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragment):
+    result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook),
+                             str(tmp_path / "out.ipynb"), "-p", parameter, value, "--cwd", str(NOTEBOOKS)],
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert fragment in result.stderr
