@@ -13,6 +13,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
     ("01_collapse.ipynb", "sizes", "7b", "parameter sizes: unknown value '7b'"),
     ("01_collapse.ipynb", "seeds", "-1", "parameter seeds: -1 is not a non-negative integer"),
     ("01_collapse.ipynb", "measure", "volume", "parameter measure: unknown value 'volume'"),
+    ("02_top_down.ipynb", "levels", "trivial", "parameter levels: unknown value 'trivial'"),
 ])
 def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragment):
     result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook),

@@ -129,3 +129,46 @@ def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = N
     fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02))
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     return fig
+
+
+def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True, ncols: int = 4):
+    """One panel per run: ``measure`` by layer (rows, 0 = embeddings at the bottom) and step (symlog).
+
+    With ``relative`` each layer is divided by its value at initialisation, so
+    the colour says how far that layer has collapsed (< 1, red) or expanded
+    (> 1, blue); the colour scale is logarithmic and centred on 1.
+    """
+    from matplotlib.colors import LogNorm
+
+    set_style()
+    runs = list(runs.itertuples())
+    ncols = min(ncols, len(runs))
+    nrows = int(np.ceil(len(runs) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.4 * nrows), squeeze=False)
+    mesh = None
+    for ax, run in zip(axes.flat, runs):
+        m = metrics[metrics["run"] == run.run]
+        layers, steps, values = events.layer_matrix(m, measure)
+        if relative:
+            values = values / values[:, :1]
+        # cell edges halfway between checkpoints (steps are irregular)
+        edges = np.concatenate([[0], (steps[1:] + steps[:-1]) / 2, [steps[-1]]])
+        mesh = ax.pcolormesh(edges, np.arange(len(layers) + 1) - 0.5, values, cmap="RdBu",
+                             norm=LogNorm(vmin=1 / 8, vmax=8) if relative else None, shading="flat")
+        ax.set_xscale("symlog", linthresh=1, linscale=0.5)
+        ax.set_xlim(0, steps[-1])
+        ax.set_yticks(range(len(layers)), [str(layer) for layer in layers])
+        ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("layer" if ax in axes[:, 0] else "")
+    for ax in list(axes.flat)[len(runs):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    if mesh is not None:
+        label = f"{measure} / its value at step 0" if relative else measure
+        bar = fig.colorbar(mesh, ax=axes.ravel().tolist(), shrink=0.8, label=label)
+        if relative:
+            ticks = [1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8]
+            bar.set_ticks(ticks, labels=["1/8", "1/4", "1/2", "1", "2", "4", "8"])
+            bar.minorticks_off()
+    return fig

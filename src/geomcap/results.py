@@ -192,3 +192,22 @@ def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
                         floor_max=("rankme_floor_value", "max"),
                         initial_mean=("rankme_initial_value", "mean"))
     return table.reset_index()
+
+
+def top_down_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per task x size: runs, the median Spearman rho of depth vs the step of each layer's RankMe
+    minimum (and vs its relative floor), and whether the pair is top-down: median rho_step < 0.
+
+    Runs whose rho is undefined (fewer than two informative layers, tied minima) are left out of
+    the medians and counted in ``undefined``.
+    """
+    rows = []
+    for (task, size), group in summary.groupby(["task", "size"], sort=False):
+        rho_step = pd.to_numeric(group["top_down_rho_step"], errors="coerce")
+        rho_floor = pd.to_numeric(group["top_down_rho_floor"], errors="coerce")
+        median = rho_step.median()
+        rows.append({"task": task, "size": size, "runs": len(group), "undefined": int(rho_step.isna().sum()),
+                     "runs_top_down": int((rho_step < 0).sum()),
+                     "median_rho_step": median, "median_rho_floor": rho_floor.median(),
+                     "top_down": bool(median < 0) if pd.notna(median) else None})
+    return pd.DataFrame(rows)
