@@ -67,7 +67,7 @@ def test_copy_easy_learns_in_under_a_minute(tmp_path):
     assert config["provenance"]["geomcap_version"]
     # tidy format: measure names lower case; layer -1 for model-level, 0.. for per-layer
     assert list(metrics.columns) == ["step", "layer", "measure", "value"]
-    assert set(metrics.loc[metrics.layer == -1, "measure"]) == {"loss", "train_accuracy", "test_loss", "accuracy"}
+    assert set(metrics.loc[metrics.layer == -1, "measure"]) == {"loss", "train_accuracy", "test_loss", "accuracy", "first_token_accuracy"}
     assert set(metrics.loc[metrics.layer >= 0, "layer"]) == {0, 1, 2}
     assert all(m == m.lower() for m in metrics.measure.unique())
 

@@ -21,6 +21,8 @@ At every checkpoint the run records (tidy rows ``step, layer, measure, value``):
 
 * ``loss``, ``train_accuracy`` -- on a fixed batch of training examples;
 * ``test_loss``, ``accuracy`` -- exact match on the whole test set;
+  ``first_token_accuracy`` -- the model's accuracy on the first answer token
+  alone (the probes' target, so the fair baseline for them);
 * per layer, from the hidden states of the fixed probe batch (the first
   ``probe_size`` test prompts): ``rankme`` (the primary measure: uncentred,
   answer position), and for the sensitivity analysis ``rankme_centred``
@@ -192,6 +194,8 @@ def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device
     logits, hidden = _scored_forward(model, data.test_prompts, te_a, cfg.batch_size, device, keep_hidden=n_probe)
     rows.append((-1, "test_loss", _cross_entropy(logits, te_a)))
     rows.append((-1, "accuracy", tasks.exact_match(logits.argmax(-1), te_a).float().mean().item()))
+    # the probes' target: the model's own accuracy on the first answer token is their fair baseline
+    rows.append((-1, "first_token_accuracy", (logits[:, 0].argmax(-1) == te_a[:, 0]).float().mean().item()))
 
     t0 = time.perf_counter()
     pos = data.answer_position
