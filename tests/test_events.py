@@ -418,3 +418,18 @@ def test_layer_matrix_feeds_top_down(metrics):
     layers, steps, vals = layer_matrix(metrics, "rankme")
     td = top_down(steps, vals, layers)  # NaN cell dropped per layer
     np.testing.assert_array_equal(td.layers, [0, 1, 2])
+
+
+def test_chance_corrected_acquisition_ignores_a_lucky_constant_guess():
+    from geomcap import events
+
+    steps = np.arange(0, 100, 10)
+    accuracy = np.array([0.5, 0.52, 0.53, 0.51, 0.52, 0.6, 0.9, 1.0, 1.0, 1.0])  # parity-like: chance 0.5
+    rows = [(s, -1, "accuracy", a) for s, a in zip(steps, accuracy)]
+    rows += [(s, layer, "rankme", 5.0 - layer + (s == 30)) for s in steps for layer in (0, 1)]
+    metrics = pd.DataFrame(rows, columns=["step", "layer", "measure", "value"])
+    assert events.summarize_run(metrics)["acquisition_step"] == 10  # lucky: just above 0.5
+    assert events.summarize_run(metrics, chance=0.5)["acquisition_step"] == 60
+    np.testing.assert_allclose(events.chance_corrected([0.5, 0.75, 1.0], 0.5), [0.0, 0.5, 1.0])
+    with pytest.raises(ValueError):
+        events.chance_corrected([0.5], 1.0)

@@ -272,3 +272,11 @@ def test_solve_rejects_malformed_prompts():
         tasks.solve("add", "easy", tasks.encode("<mul>12*34="))
     assert tasks.decode(tasks.solve("mul", "hard", tasks.encode("<mul>999*99="))) == "98901"
     assert tasks.decode(tasks.solve("compare", "easy", tasks.encode("<compare>07,07="))) == "="
+
+
+def test_chance_accuracy_of_the_best_constant_answer():
+    answers = torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]])
+    assert tasks.chance_accuracy(answers) == 0.75
+    parity = tasks.make_task("parity", "hard")
+    assert 0.4 < tasks.chance_accuracy(parity.test_answers) < 0.6
+    assert tasks.chance_accuracy(tasks.make_task("copy", "hard").test_answers) < 0.01

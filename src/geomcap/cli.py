@@ -138,8 +138,10 @@ def cmd_presets(args) -> int:
 def cmd_show(args) -> int:
     from geomcap import events, store
 
-    summary = events.summarize_run(store.read_metrics(args.run_dir))
+    from geomcap.results import run_chance
+
     config = store.read_config(args.run_dir)
+    summary = events.summarize_run(store.read_metrics(args.run_dir), chance=run_chance(config))
     if args.json:
         print(json.dumps({"config": config, "summary": summary}, indent=2, default=str))
         return 0

@@ -712,9 +712,22 @@ PRECURSOR_MEASURES = (
 )
 
 
+def chance_corrected(accuracy, chance: float):
+    """(accuracy - chance) / (1 - chance): 0 at the best constant answer, 1 at perfect."""
+    if not 0 <= chance < 1:
+        raise ValueError(f"chance must be in [0, 1), got {chance!r}")
+    return (np.asarray(accuracy, dtype=np.float64) - chance) / (1 - chance)
+
+
 def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience: int = 3,
-                  fraction: float = 0.5, smooth: int = 1) -> dict:
+                  fraction: float = 0.5, smooth: int = 1, chance: float = 0.0) -> dict:
     """Events of one run from its tidy metrics table.
+
+    ``chance`` is the accuracy of the best constant answer
+    (:func:`geomcap.tasks.chance_accuracy`). Acquisition is decided on the
+    chance-corrected accuracy ``(acc - chance) / (1 - chance) > threshold``:
+    the paper's "accuracy > 50%" for tasks whose answers are long (chance ~0),
+    and a real criterion for parity, where a constant guess already scores ~50%.
 
     Returns a dict with ``acquisition_step``, ``final_accuracy``, ``final_layer``,
     ``collapse`` (of the final layer's RankMe, as a dict of :class:`Collapse`
@@ -726,11 +739,12 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
     :func:`top_down` on the per-layer RankMe).
     """
     _check_tidy(metrics)
-    steps, accuracy = tidy_series(metrics, "accuracy")
+    steps, raw_accuracy = tidy_series(metrics, "accuracy")
+    accuracy = chance_corrected(raw_accuracy, chance)
     acq = acquisition_step(steps, accuracy, threshold=threshold, patience=patience)
     rank_layers = sorted(metrics.loc[metrics["measure"] == "rankme", "layer"].unique())
     final_layer = int(rank_layers[-1]) if rank_layers else None
-    summary = {"acquisition_step": acq, "final_accuracy": float(accuracy[-1]),
+    summary = {"acquisition_step": acq, "final_accuracy": float(raw_accuracy[-1]), "chance": chance,
                "final_layer": final_layer, "collapse": None,
                "order_collapse_recovery_acquisition": None, "precursors": {}, "top_down": None}
     if final_layer is None:
@@ -768,9 +782,11 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
 
 def format_summary(summary: dict) -> str:
     """Human-readable lines for :func:`summarize_run`'s dict."""
-    lines = [f"accuracy   final {summary['final_accuracy']:.3f}; acquired at step {summary['acquisition_step']}"
+    chance = f" (best constant answer {summary['chance']:.3f})" if summary.get("chance") else ""
+    lines = [f"accuracy   final {summary['final_accuracy']:.3f}{chance}; acquired at step {summary['acquisition_step']}"
              if summary["acquisition_step"] is not None else
-             f"accuracy   final {summary['final_accuracy']:.3f}; never acquired (> 0.5 for 3 checkpoints)"]
+             f"accuracy   final {summary['final_accuracy']:.3f}{chance}; never acquired "
+             f"(chance-corrected > 0.5 for 3 checkpoints)"]
     c = summary["collapse"]
     if c is not None:
         lines.append(f"rankme     layer {summary['final_layer']} (final): initial {c['initial_value']:.2f}, "

@@ -36,11 +36,12 @@ def paper_line(ax, value: float, label: str, axis: str = "y") -> None:
     draw(value, color=PAPER_COLOR, linestyle="--", linewidth=1, label=label)
 
 
-def run_curves(metrics, title: str | None = None, measure: str = "rankme"):
+def run_curves(metrics, title: str | None = None, measure: str = "rankme", chance: float = 0.0):
     """Accuracy (top) and per-layer RankMe (bottom) of one run against training step.
 
-    Marks the acquisition step (accuracy > 0.5 for 3 checkpoints) and the final
-    layer's collapse floor and recovery.
+    Marks the acquisition step (chance-corrected accuracy > 0.5 for 3
+    checkpoints; ``chance`` = the best constant answer's accuracy) and the
+    final layer's collapse floor and recovery.
     """
     set_style()
     fig, (ax_acc, ax_rank) = plt.subplots(2, 1, figsize=(7, 5.6), sharex=True,
@@ -60,7 +61,7 @@ def run_curves(metrics, title: str | None = None, measure: str = "rankme"):
         ax_rank.plot(l_steps, row, color=color, label=f"layer {layer}: {name}")
     ax_rank.set_ylabel(f"{measure} (effective dimensions)")
 
-    summary = events.summarize_run(metrics)
+    summary = events.summarize_run(metrics, chance=chance)
     acq = summary["acquisition_step"]
     for ax in (ax_acc, ax_rank):
         if acq is not None:
@@ -171,4 +172,82 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
             ticks = [1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8]
             bar.set_ticks(ticks, labels=["1/8", "1/4", "1/2", "1", "2", "4", "8"])
             bar.minorticks_off()
+    return fig
+
+
+def probe_curves(metrics, runs, ncols: int = 4):
+    """One panel per run: the model's exact-match and first-token accuracy against the linear
+    probes' accuracy at each layer (first answer token, held-out half of the probe batch)."""
+    set_style()
+    runs = list(runs.itertuples())
+    ncols = min(ncols, len(runs))
+    nrows = int(np.ceil(len(runs) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), squeeze=False, sharey=True)
+    for ax, run in zip(axes.flat, runs):
+        m = metrics[metrics["run"] == run.run]
+        layers, steps, probe = events.layer_matrix(m, "probe_accuracy")
+        colors = sns.color_palette("viridis", len(layers))
+        for layer, row, color in zip(layers, probe, colors):
+            ax.plot(steps, row, color=color, linewidth=1, label=f"probe, layer {layer}")
+        s, acc = events.tidy_series(m, "accuracy")
+        ax.plot(s, acc, color="k", linewidth=1.6, label="model, exact match")
+        s, first = events.tidy_series(m, "first_token_accuracy")
+        ax.plot(s, first, color="k", linewidth=1.2, linestyle="--", label="model, first token")
+        _step_axis(ax, steps)
+        ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
+        ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
+    for ax in list(axes.flat)[len(runs):]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(5, len(labels)), bbox_to_anchor=(0.5, 1.03),
+               fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    return fig
+
+
+def precursor_gaps(summary, measures, classes):
+    """Gap (acquisition step - the measure's transition step) per run, one column per measure,
+    coloured by difficulty class; points above 0 are precursors. symlog y axis (steps)."""
+    import pandas as pd
+
+    set_style()
+    rows = []
+    for measure in measures:
+        column = f"{measure}_gap_steps"
+        if column not in summary:
+            continue
+        for gap, cls in zip(pd.to_numeric(summary[column], errors="coerce"), classes):
+            if pd.notna(gap):
+                rows.append({"measure": measure, "gap": gap, "class": cls})
+    data = pd.DataFrame(rows, columns=["measure", "gap", "class"])
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    if len(data):
+        sns.stripplot(data=data, x="measure", y="gap", hue="class", dodge=True, jitter=0.2, ax=ax,
+                      palette={"hard": "C3", "easy": "C2", "not acquired": "0.6"})
+    ax.axhline(0, color="0.3", linewidth=1)
+    ax.set_yscale("symlog", linthresh=10)
+    ax.set_ylabel("acquisition - transition (steps)\n> 0: the measure leads")
+    ax.set_xlabel("")
+    fig.tight_layout()
+    return fig
+
+
+def gap_by_level(summary, classes, measure: str = "rankme"):
+    """The measure's precursor gap (acquisition - transition, steps) against the task level,
+    one marker per run, shape by preset and colour by the data's difficulty class."""
+    import pandas as pd
+
+    set_style()
+    data = summary.assign(gap=pd.to_numeric(summary[f"{measure}_gap_steps"], errors="coerce"),
+                          difficulty=classes.values).dropna(subset=["gap"])
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    if len(data):
+        sns.stripplot(data=data, x="level", y="gap", hue="difficulty", order=["easy", "medium", "hard"],
+                      palette={"hard": "C3", "easy": "C2", "not acquired": "0.6"}, jitter=0.25, ax=ax, size=6)
+    ax.axhline(0, color="0.3", linewidth=1)
+    ax.set_yscale("symlog", linthresh=10)
+    ax.set_xlabel("task level")
+    ax.set_ylabel(f"{measure} gap (steps)\n> 0: {measure} leads acquisition")
+    ax.legend(title="from the data", fontsize="small")
+    fig.tight_layout()
     return fig

@@ -8,12 +8,14 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from geomcap import events, store
+from geomcap.tasks import chance_accuracy, make_task
 
 RUN_KEYS = ("task", "level", "size", "seed")
 
@@ -86,12 +88,26 @@ def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
     return row
 
 
+@lru_cache(maxsize=None)
+def chance_for(task: str, level: str, seed: int, n_train: int, n_test: int) -> float:
+    """Accuracy of the best constant answer on a run's test set (:func:`geomcap.tasks.chance_accuracy`)."""
+    data = make_task(task, level, seed=seed, n_train=n_train, n_test=n_test)
+    return chance_accuracy(data.test_answers)
+
+
+def run_chance(config: dict) -> float:
+    return chance_for(config["task"], config["level"], int(config["seed"]), int(config["n_train"]),
+                      int(config["n_test"]))
+
+
 def summary_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
-    """One row per run: its task, level, size, seed, steps and the events of :func:`summary_row`."""
+    """One row per run: its task, level, size, seed, steps and the events of :func:`summary_row`
+    (acquisition on chance-corrected accuracy, see :func:`geomcap.events.summarize_run`)."""
     rows = []
     for row in runs.itertuples():
-        rows.append({**{k: getattr(row, k) for k in (*RUN_KEYS, "steps", "run")},
-                     **summary_row(store.read_metrics(row.path), **kwargs)})
+        chance = run_chance(row._asdict())
+        rows.append({**{k: getattr(row, k) for k in (*RUN_KEYS, "steps", "run")}, "chance": chance,
+                     **summary_row(store.read_metrics(row.path), chance=chance, **kwargs)})
     table = pd.DataFrame(rows)
     if not table.empty:
         for column in [c for c in table.columns if c.endswith("_step") or c.endswith("_steps")]:
@@ -210,4 +226,86 @@ def top_down_table(summary: pd.DataFrame) -> pd.DataFrame:
                      "runs_top_down": int((rho_step < 0).sum()),
                      "median_rho_step": median, "median_rho_floor": rho_floor.median(),
                      "top_down": bool(median < 0) if pd.notna(median) else None})
+    return pd.DataFrame(rows)
+
+
+def probe_table(metrics: pd.DataFrame, runs: pd.DataFrame, threshold: float = 0.5, patience: int = 3) -> pd.DataFrame:
+    """Per run: does a linear probe decode the answer before the model outputs it (claim C4)?
+
+    Columns: ``probe_step0`` (best layer's probe accuracy at initialisation: what
+    random features already allow), ``probe_acquisition_step`` (the acquisition
+    rule applied to the best layer's probe accuracy at each checkpoint),
+    ``first_token_acquisition_step`` and ``acquisition_step`` (the model's own,
+    first answer token and exact match), the leads in steps
+    (model's step - probe's step; positive = the probe is first), and
+    ``probe_above_model_share``: among checkpoints where the model's exact-match
+    accuracy is < 0.5, the share where the best layer's probe accuracy is higher
+    (the paper's comparison) -- and the same against first-token accuracy.
+    """
+    rows = []
+    for run in runs.itertuples():
+        m = metrics[metrics["run"] == run.run]
+        steps, acc = events.tidy_series(m, "accuracy")
+        _, first = events.tidy_series(m, "first_token_accuracy")
+        _, _, probe = events.layer_matrix(m, "probe_accuracy")
+        best = np.nanmax(probe, axis=0)
+        below = acc < 0.5
+        p_acq = events.acquisition_step(steps, best, threshold, patience)
+        f_acq = events.acquisition_step(steps, first, threshold, patience)
+        m_acq = events.acquisition_step(steps, events.chance_corrected(acc, run_chance(run._asdict())),
+                                        threshold, patience)
+        rows.append({**{k: getattr(run, k) for k in RUN_KEYS}, "run": run.run,
+                     "probe_step0": float(best[0]), "probe_final": float(best[-1]),
+                     "probe_acquisition_step": p_acq, "first_token_acquisition_step": f_acq,
+                     "acquisition_step": m_acq,
+                     "lead_vs_exact_match": None if p_acq is None or m_acq is None else m_acq - p_acq,
+                     "lead_vs_first_token": None if p_acq is None or f_acq is None else f_acq - p_acq,
+                     "probe_above_model_share": float(np.mean(best[below] > acc[below])) if below.any() else np.nan,
+                     "probe_above_first_token_share": float(np.mean(best[below] > first[below])) if below.any() else np.nan})
+    table = pd.DataFrame(rows)
+    for column in ("probe_acquisition_step", "first_token_acquisition_step", "acquisition_step",
+                   "lead_vs_exact_match", "lead_vs_first_token"):
+        if column in table:
+            table[column] = table[column].astype("Int64")
+    return table
+
+
+#: the five measures of the precursor comparison (claim C5), in the paper's order
+PRECURSOR_MEASURES = ("rankme", "grad_rank", "grad_cov_rank", "hessian_top", "llc")
+
+
+def difficulty_class(summary: pd.DataFrame) -> pd.Series:
+    """Hard vs easy from the data, per run (claim C6's rule, stated here once).
+
+    * ``hard``: acquired strictly after the final layer's RankMe floor step --
+      the model needed the collapse (and more) before it could do the task;
+    * ``easy``: acquired at or before the floor step -- behaviour and geometry
+      change together;
+    * ``not acquired``: never acquired within the run.
+    """
+    acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
+    floor = pd.to_numeric(summary["rankme_floor_step"], errors="coerce")
+    cls = pd.Series("easy", index=summary.index)
+    cls[acq > floor] = "hard"
+    cls[acq.isna()] = "not acquired"
+    return cls
+
+
+def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=PRECURSOR_MEASURES) -> pd.DataFrame:
+    """Per measure and group: runs where the measure was recorded and the run acquired the task,
+    how many show the measure's transition strictly before acquisition, the rate, and the
+    median gap in steps. ``by``: "difficulty" (:func:`difficulty_class`) or "level"."""
+    groups = difficulty_class(summary) if by == "difficulty" else summary[by]
+    rows = []
+    for measure in measures:
+        column = f"{measure}_is_precursor"
+        if column not in summary:
+            continue
+        for group in sorted(groups.dropna().unique()):
+            sel = summary[(groups == group) & summary["acquisition_step"].notna() & summary[column].notna()]
+            gaps = pd.to_numeric(sel[f"{measure}_gap_steps"], errors="coerce").dropna()
+            n_pre = int(sel[column].astype(bool).sum())
+            rows.append({"measure": measure, by: group, "runs": len(sel), "precursor": n_pre,
+                         "rate": n_pre / len(sel) if len(sel) else np.nan,
+                         "median_gap_steps": gaps.median() if len(gaps) else np.nan})
     return pd.DataFrame(rows)

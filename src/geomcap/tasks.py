@@ -272,6 +272,16 @@ def exact_match(predicted: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
     return (predicted == answers).all(dim=1)
 
 
+def chance_accuracy(answers: torch.Tensor) -> float:
+    """Exact-match accuracy of the best constant answer: the share of the most common answer row.
+
+    answers: (N, Ta) ids. For parity (two answers) it is ~0.5, so "accuracy > 0.5"
+    alone cannot tell learning from a lucky constant guess; long answers give ~0.
+    """
+    _, counts = torch.unique(answers, dim=0, return_counts=True)
+    return float(counts.max()) / answers.shape[0]
+
+
 def solve(task: str, level: str, prompt_ids) -> list[int]:
     """The reference answer ids for one prompt (list, 1-D array or 1-D tensor of ids).
 
