@@ -14,6 +14,9 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
     ("01_collapse.ipynb", "seeds", "-1", "parameter seeds: -1 is not a non-negative integer"),
     ("01_collapse.ipynb", "measure", "volume", "parameter measure: unknown value 'volume'"),
     ("02_top_down.ipynb", "levels", "trivial", "parameter levels: unknown value 'trivial'"),
+    ("03_probing.ipynb", "tasks", "chess", "parameter tasks: unknown value 'chess'"),
+    ("04_precursors.ipynb", "fraction", "1.5", "parameter fraction: must be in (0, 1]"),
+    ("05_difficulty.ipynb", "sizes", "huge", "parameter sizes: unknown value 'huge'"),
 ])
 def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragment):
     result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook),
