@@ -774,7 +774,9 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
     layers, l_steps, values = layer_matrix(metrics, "rankme")
     td = top_down(l_steps, values, layers=layers, smooth=smooth)
     summary["top_down"] = {"rho_step": td.rho_step, "rho_floor": td.rho_floor,
-                           "is_top_down": td.is_top_down, "layers": td.layers.tolist(),
+                           # undefined (None) when rho is: fewer than 2 informative layers, tied minima
+                           "is_top_down": None if np.isnan(td.rho_step) else td.is_top_down,
+                           "layers": td.layers.tolist(),
                            "min_step": td.min_step.tolist(), "floor": td.floor.tolist(),
                            "excluded": td.excluded.tolist()}
     return summary
