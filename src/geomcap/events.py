@@ -720,8 +720,13 @@ def chance_corrected(accuracy, chance: float):
 
 
 def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience: int = 3,
-                  fraction: float = 0.5, smooth: int = 1, chance: float = 0.0) -> dict:
+                  fraction: float = 0.5, smooth: int = 1, chance: float = 0.0,
+                  measure: str = "rankme") -> dict:
     """Events of one run from its tidy metrics table.
+
+    ``measure`` is the per-layer geometric measure whose collapse and top-down
+    statistics are reported (default the primary ``rankme``; the other RankMe
+    variants for the sensitivity analysis).
 
     ``chance`` is the accuracy of the best constant answer
     (:func:`geomcap.tasks.chance_accuracy`). Acquisition is decided on the
@@ -742,15 +747,16 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
     steps, raw_accuracy = tidy_series(metrics, "accuracy")
     accuracy = chance_corrected(raw_accuracy, chance)
     acq = acquisition_step(steps, accuracy, threshold=threshold, patience=patience)
-    rank_layers = sorted(metrics.loc[metrics["measure"] == "rankme", "layer"].unique())
+    rank_layers = sorted(metrics.loc[metrics["measure"] == measure, "layer"].unique())
     final_layer = int(rank_layers[-1]) if rank_layers else None
     summary = {"acquisition_step": acq, "final_accuracy": float(raw_accuracy[-1]), "chance": chance,
+               "measure": measure,
                "final_layer": final_layer, "collapse": None,
                "order_collapse_recovery_acquisition": None, "precursors": {}, "top_down": None}
     if final_layer is None:
         return summary
 
-    r_steps, r_values = tidy_series(metrics, "rankme", layer=final_layer)
+    r_steps, r_values = tidy_series(metrics, measure, layer=final_layer)
     c = collapse(r_steps, r_values, smooth=smooth)
     summary["collapse"] = c.__dict__.copy()
     if c.collapsed and c.recovery_step is not None and acq is not None:
@@ -759,19 +765,19 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
         summary["order_collapse_recovery_acquisition"] = False
 
     present = set(metrics["measure"].unique())
-    for measure, layer in PRECURSOR_MEASURES:
-        if measure not in present:
+    for name, layer in PRECURSOR_MEASURES:
+        if name not in present:
             continue
         layer = final_layer if layer == "final" else layer
-        m_steps, m_values = tidy_series(metrics, measure, layer=layer)
+        m_steps, m_values = tidy_series(metrics, name, layer=layer)
         # costly measures are recorded on a subset of checkpoints: compare on their steps
         on = np.isin(steps, m_steps)
         p = precursor(m_steps, m_values, accuracy[on], threshold=threshold, patience=patience,
                       fraction=fraction, smooth=smooth) if on.sum() == len(m_steps) else None
         if p is not None:
-            summary["precursors"][measure] = p.__dict__.copy()
+            summary["precursors"][name] = p.__dict__.copy()
 
-    layers, l_steps, values = layer_matrix(metrics, "rankme")
+    layers, l_steps, values = layer_matrix(metrics, measure)
     td = top_down(l_steps, values, layers=layers, smooth=smooth)
     summary["top_down"] = {"rho_step": td.rho_step, "rho_floor": td.rho_floor,
                            # undefined (None) when rho is: fewer than 2 informative layers, tied minima
@@ -791,7 +797,7 @@ def format_summary(summary: dict) -> str:
              f"(chance-corrected > 0.5 for 3 checkpoints)"]
     c = summary["collapse"]
     if c is not None:
-        lines.append(f"rankme     layer {summary['final_layer']} (final): initial {c['initial_value']:.2f}, "
+        lines.append(f"{summary.get('measure', 'rankme'):<10} layer {summary['final_layer']} (final): initial {c['initial_value']:.2f}, "
                      f"peak {c['peak_value']:.2f} at step {c['peak_step']}, "
                      f"floor {c['floor_value']:.2f} at step {c['floor_step']} "
                      f"({'collapse' if c['collapsed'] else 'no collapse'}: drop {100 * c['relative_drop']:.0f}%), "

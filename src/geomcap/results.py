@@ -67,7 +67,11 @@ def run_index(root="data/runs") -> pd.DataFrame:
 
 
 def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
-    """A flat dict of :func:`geomcap.events.summarize_run` for one run's metrics."""
+    """A flat dict of :func:`geomcap.events.summarize_run` for one run's metrics.
+
+    The ``rankme_*`` and ``top_down_*`` columns describe the collapse of the
+    measure selected with ``measure=`` (default: the primary ``rankme``).
+    """
     s = events.summarize_run(metrics, **kwargs)
     row = {"acquisition_step": s["acquisition_step"], "final_accuracy": s["final_accuracy"],
            "final_layer": s["final_layer"],
@@ -110,7 +114,9 @@ def summary_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
                      **summary_row(store.read_metrics(row.path), chance=chance, **kwargs)})
     table = pd.DataFrame(rows)
     if not table.empty:
-        for column in [c for c in table.columns if c.endswith("_step") or c.endswith("_steps")]:
+        step_columns = [c for c in table.columns
+                        if (c.endswith("_step") or c.endswith("_steps")) and not c.startswith("top_down_rho")]
+        for column in step_columns:
             table[column] = table[column].astype("Int64")
     return table
 
@@ -196,6 +202,25 @@ def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="
         raise ValueError(f"no complete run in {root} for tasks={tasks}, levels={levels}, sizes={sizes}, "
                          f"seeds={seeds}: pass recompute=True to train them (see data/README.md)")
     return runs
+
+
+def sensitivity_table(runs: pd.DataFrame, measures=RANKME_VARIANTS) -> pd.DataFrame:
+    """Claims C1/C3 under each RankMe variant: per variant, runs, collapsed runs, runs ordered
+    floor < recovery <= acquisition (of the acquired runs), mean floor and relative drop, and runs
+    with a defined and negative top-down statistic."""
+    rows = []
+    for measure in measures:
+        table = summary_table(runs, measure=measure)
+        acquired = table["acquisition_step"].notna()
+        ordered = table["ordered_collapse_recovery_acquisition"].fillna(False).astype(bool)
+        rho = pd.to_numeric(table["top_down_rho_step"], errors="coerce")
+        rows.append({"measure": measure, "runs": len(table),
+                     "collapsed": int(table["rankme_collapsed"].fillna(False).astype(bool).sum()),
+                     "acquired": int(acquired.sum()), "ordered": int(ordered.sum()),
+                     "mean_floor": table["rankme_floor_value"].mean(),
+                     "mean_relative_drop": table["rankme_relative_drop"].mean(),
+                     "top_down_defined": int(rho.notna().sum()), "top_down": int((rho < 0).sum())})
+    return pd.DataFrame(rows)
 
 
 def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
