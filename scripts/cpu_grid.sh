@@ -13,7 +13,10 @@ STEPS="easy=2000,medium=4000,hard=8000"
 "$GEOMCAP" sweep --tasks all --levels medium --sizes 405k --seeds 0 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
 "$GEOMCAP" sweep --tasks all --levels easy,hard --sizes 405k --seeds 0 --steps "$STEPS" --root "$ROOT" --workers 2 \
     --measures grad_rank,grad_cov_rank,hessian,llc --quiet
-# 2. two more seeds of the whole grid
+# 2. the second preset on the hard level of every task, seed 0 (the first preset with three
+#    blocks, so the first where the top-down ordering of C3 can be graded)
+"$GEOMCAP" sweep --tasks all --levels hard --sizes 1.3m --seeds 0 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
+# 3. two more seeds of the whole grid on the smallest preset
 "$GEOMCAP" sweep --tasks all --levels all --sizes 405k --seeds 1,2 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
-# 3. the second preset on the hard level of every task, two seeds
-"$GEOMCAP" sweep --tasks all --levels hard --sizes 1.3m --seeds 0,1 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
+# 4. a second seed of the second preset
+"$GEOMCAP" sweep --tasks all --levels hard --sizes 1.3m --seeds 1 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
