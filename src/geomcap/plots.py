@@ -30,6 +30,16 @@ def _step_axis(ax, steps) -> None:
     ax.set_xlabel("training step")
 
 
+def _panels(n: int, ncols: int, width: float, height: float, **kwargs):
+    """A grid of n panels (the unused ones hidden): (fig, axes 2-D array, used axes list)."""
+    ncols = max(1, min(ncols, n))
+    nrows = int(np.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    return fig, axes, list(axes.flat)[:n]
+
+
 def paper_line(ax, value: float, label: str, axis: str = "y") -> None:
     """The paper's value as a dashed reference line."""
     draw = ax.axhline if axis == "y" else ax.axvline
@@ -100,9 +110,7 @@ def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = N
     """
     set_style()
     task_names = list(dict.fromkeys(metrics["task"]))
-    ncols = min(4, len(task_names))
-    nrows = int(np.ceil(len(task_names) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.7 * nrows), squeeze=False)
+    fig, axes, _ = _panels(len(task_names), 4, 3.3, 2.7)
     rank = final_layer_rows(metrics, measure)
     acc = metrics[metrics["measure"] == "accuracy"]
     for ax, task in zip(axes.flat, task_names):
@@ -123,8 +131,6 @@ def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = N
         _step_axis(ax, metrics["step"].to_numpy())
         ax.set_ylabel(f"{measure}, final layer" if ax in axes[:, 0] else "")
         twin.spines["right"].set_visible(True)
-    for ax in list(axes.flat)[len(task_names):]:
-        ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02))
@@ -143,9 +149,7 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
 
     set_style()
     runs = list(runs.itertuples())
-    ncols = min(ncols, len(runs))
-    nrows = int(np.ceil(len(runs) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.4 * nrows), squeeze=False)
+    fig, axes, _ = _panels(len(runs), ncols, 3.4, 2.4)
     mesh = None
     for ax, run in zip(axes.flat, runs):
         m = metrics[metrics["run"] == run.run]
@@ -162,8 +166,6 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_xlabel("training step")
         ax.set_ylabel("layer" if ax in axes[:, 0] else "")
-    for ax in list(axes.flat)[len(runs):]:
-        ax.set_visible(False)
     fig.tight_layout()
     if mesh is not None:
         label = f"{measure} / its value at step 0" if relative else measure
@@ -180,9 +182,7 @@ def probe_curves(metrics, runs, ncols: int = 4):
     probes' accuracy at each layer (first answer token, held-out half of the probe batch)."""
     set_style()
     runs = list(runs.itertuples())
-    ncols = min(ncols, len(runs))
-    nrows = int(np.ceil(len(runs) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), squeeze=False, sharey=True)
+    fig, axes, _ = _panels(len(runs), ncols, 3.4, 2.6, sharey=True)
     for ax, run in zip(axes.flat, runs):
         m = metrics[metrics["run"] == run.run]
         layers, steps, probe = events.layer_matrix(m, "probe_accuracy")
@@ -196,8 +196,6 @@ def probe_curves(metrics, runs, ncols: int = 4):
         _step_axis(ax, steps)
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
-    for ax in list(axes.flat)[len(runs):]:
-        ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=min(5, len(labels)), bbox_to_anchor=(0.5, 1.03),
                fontsize="small")

@@ -341,7 +341,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
                                  "batch_gen": batch_gen.get_state(), "step": step, "rows": rows,
                                  "timers": timers}, state_path)
         store.write_metrics(run_dir, rows)
-        return dict(step_rows_by_name(step_rows))
+        return dict(_progress_summary(step_rows))
 
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress,
                desc=f"{cfg.task}/{cfg.level} {cfg.size} s{cfg.seed}", unit="step")
@@ -386,7 +386,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     return run_dir
 
 
-def step_rows_by_name(step_rows):
+def _progress_summary(step_rows):
     """Progress-bar summary of a checkpoint: test accuracy and final-layer RankMe."""
     last_layer = max(layer for layer, _, _ in step_rows)
     for layer, measure, value in step_rows:
