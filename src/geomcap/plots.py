@@ -224,6 +224,8 @@ def precursor_gaps(summary, measures, classes):
                       palette={"hard": "C3", "easy": "C2", "not acquired": "0.6"})
     ax.axhline(0, color="0.3", linewidth=1)
     ax.set_yscale("symlog", linthresh=10)
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, top * 3 if top > 0 else top)  # room for the largest gap's marker
     ax.set_ylabel("acquisition - transition (steps)\n> 0: the measure leads")
     ax.set_xlabel("")
     fig.tight_layout()
@@ -244,6 +246,8 @@ def gap_by_level(summary, classes, measure: str = "rankme"):
                       palette={"hard": "C3", "easy": "C2", "not acquired": "0.6"}, jitter=0.25, ax=ax, size=6)
     ax.axhline(0, color="0.3", linewidth=1)
     ax.set_yscale("symlog", linthresh=10)
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, top * 3 if top > 0 else top)  # room for the largest gap's marker
     ax.set_xlabel("task level")
     ax.set_ylabel(f"{measure} gap (steps)\n> 0: {measure} leads acquisition")
     ax.legend(title="from the data", fontsize="small")
