@@ -770,12 +770,15 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
             continue
         layer = final_layer if layer == "final" else layer
         m_steps, m_values = tidy_series(metrics, name, layer=layer)
-        # costly measures are recorded on a subset of checkpoints: compare on their steps
-        on = np.isin(steps, m_steps)
-        p = precursor(m_steps, m_values, accuracy[on], threshold=threshold, patience=patience,
-                      fraction=fraction, smooth=smooth) if on.sum() == len(m_steps) else None
-        if p is not None:
-            summary["precursors"][name] = p.__dict__.copy()
+        # costly measures exist on a subset of checkpoints: their transition comes from their own
+        # series, acquisition from the full accuracy series, gaps counted on the full checkpoint grid
+        t = transition_step(m_steps, m_values, fraction=fraction, smooth=smooth)
+        both = t is not None and acq is not None
+        summary["precursors"][name] = {
+            "measure_step": t, "acquisition_step": acq,
+            "gap_steps": acq - t if both else None,
+            "gap_checkpoints": int(np.searchsorted(steps, acq) - np.searchsorted(steps, t)) if both else None,
+            "is_precursor": bool(both and t < acq)}
 
     layers, l_steps, values = layer_matrix(metrics, measure)
     td = top_down(l_steps, values, layers=layers, smooth=smooth)
