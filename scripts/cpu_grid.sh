@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GEOMCAP=${GEOMCAP:-.venv/bin/geomcap}
 ROOT=${ROOT:-data/runs}
-STEPS="easy=2000,medium=4000,hard=8000"
+STEPS="easy=2000,medium=4000,hard=3000"
 
 # 1. seed 0 of every task x level on the smallest preset; the easy and hard levels
 #    also record the costly training-dynamics measures (every 4th checkpoint)
