@@ -17,6 +17,8 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
     ("03_probing.ipynb", "tasks", "chess", "parameter tasks: unknown value 'chess'"),
     ("04_precursors.ipynb", "fraction", "1.5", "parameter fraction: must be in (0, 1]"),
     ("05_difficulty.ipynb", "sizes", "huge", "parameter sizes: unknown value 'huge'"),
+    ("07_proxy.ipynb", "large", "405k", "parameters small and large: must be two different presets"),
+    ("07_proxy.ipynb", "timing", "lunch", "parameter timing: unknown value 'lunch'"),
 ])
 def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragment):
     result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook),
@@ -24,3 +26,14 @@ def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragm
                             capture_output=True, text=True)
     assert result.returncode != 0
     assert fragment in result.stderr
+
+
+def test_negative_steps_fail_before_training(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / "01_collapse.ipynb"),
+                             str(tmp_path / "out.ipynb"), "-p", "recompute", "True", "-p", "seeds", "0",
+                             "-p", "tasks", "copy", "-p", "levels", "easy", "-p", "steps", "-5",
+                             "-p", "root", str(tmp_path / "runs"), "--cwd", str(NOTEBOOKS)],
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "parameter steps" in result.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -43,3 +43,64 @@ def test_parameter_checks():
     with pytest.raises(ValueError, match="parameter steps: must be a positive integer"):
         results.check_positive_int("steps", -5)
     assert results.rate([True, False, None, True]) == pytest.approx(2 / 3)
+
+
+def _synthetic_metrics(run, task, size, steps, values, n_layers=3):
+    import pandas as pd
+    rows = [{"step": s, "layer": layer, "measure": "rankme", "value": v * (layer + 1), "run": run,
+             "task": task, "size": size, "level": "hard", "seed": 0}
+            for s, v in zip(steps, values) for layer in range(n_layers)]
+    return pd.DataFrame(rows)
+
+
+def test_trajectory_correlation_known_answers():
+    import numpy as np
+    import pandas as pd
+    steps = [0, 10, 20, 30, 40]
+    base = np.array([8.0, 3.0, 2.0, 5.0, 6.0])
+    runs = pd.DataFrame({"task": ["mod", "mod", "add", "add"], "level": "hard", "seed": 0, "steps": 40,
+                         "size": ["405k", "1.3m", "405k", "1.3m"], "run": ["a", "b", "c", "d"]})
+    metrics = pd.concat([
+        _synthetic_metrics("a", "mod", "405k", steps, base),
+        _synthetic_metrics("b", "mod", "1.3m", steps, 3 * base ** 2, n_layers=4),   # monotone map: rho = 1
+        _synthetic_metrics("c", "add", "405k", steps, base),
+        _synthetic_metrics("d", "add", "1.3m", steps, -base, n_layers=4),          # reversed: rho = -1
+    ])
+    table = results.trajectory_correlation(metrics, runs, "405k", "1.3m").set_index("task")
+    assert table.loc["mod", "spearman"] == pytest.approx(1.0)
+    assert table.loc["add", "spearman"] == pytest.approx(-1.0)
+    assert table.loc["add", "pearson"] == pytest.approx(-1.0)
+    assert table.loc["mod", "checkpoints"] == 5
+    # a pair needs the same step count at both presets
+    assert results.proxy_pairs(runs.assign(steps=[40, 80, 40, 40]), "405k", "1.3m")["task"].tolist() == ["add"]
+
+
+def test_timing_concordance_counts_pairs():
+    import pandas as pd
+    # three tasks: small order a < b < c; large order a < c < b -> pairs (a,b) (a,c) concordant, (b,c) not
+    summary = pd.DataFrame({
+        "task": ["a", "b", "c"] * 2, "level": "hard", "seed": 0, "steps": 100,
+        "size": ["405k"] * 3 + ["1.3m"] * 3,
+        "rankme_transition_step": [10, 20, 30, 5, 40, 30],
+        "acquisition_step": pd.array([10, 10, None, 20, 30, 40], dtype="Int64")})
+    row = results.timing_concordance(summary, "405k", "1.3m").iloc[0]
+    assert (row["concordant"], row["discordant"], row["tied"]) == (2, 1, 0)
+    assert row["rate"] == pytest.approx(2 / 3)
+    # acquisition timing: c is missing at 405k, (a, b) tied at 405k -> no comparable pair
+    row = results.timing_concordance(summary, "405k", "1.3m", timing="acquisition_step").iloc[0]
+    assert (row["pairs"], row["tied"]) == (1, 1) and pd.isna(row["rate"])
+
+
+def test_paper_vs_ours_rows(store_root):
+    runs = results.load_runs(store_root)
+    summary = results.summary_table(runs)
+    metrics = results.load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy", "rankme"])
+    rows = [results.claim_c1(summary), results.claim_c2(summary), results.claim_c3(summary),
+            results.claim_c4(results.probe_table(metrics, runs)), results.claim_c5(summary),
+            results.claim_c6(summary), results.claim_c8(results.trajectory_correlation(metrics, runs, "405k", "1.3m"))]
+    table = results.paper_vs_ours(rows)
+    assert list(table.index) == ["C1", "C2", "C3", "C4", "C5", "C6", "C8"]
+    assert table.loc["C2", "ours"] == "no MOD run selected"          # the tiny store has copy and parity only
+    assert table.loc["C8", "ours"].startswith("no task trained at both presets")
+    assert table.loc["C1", "paper"] == "144/144 combinations"       # the paper's figure, quoted
+    assert results.claims_from_store(store_root)[0]["claim"] == "C1"

@@ -50,6 +50,11 @@ __all__ = [
     "tidy_series",
     "layer_matrix",
     "rolling_median",
+    "chance_corrected",
+    "spearman",
+    "summarize_run",
+    "format_summary",
+    "PRECURSOR_MEASURES",
 ]
 
 
@@ -369,7 +374,7 @@ def transition_step(steps, values, fraction: float = 0.5, smooth: int = 1) -> in
     One rule, applied identically to every measure (accuracy, RankMe, gradient
     effective rank, Hessian top eigenvalue, LLC). After dropping non-finite
     values and applying the rolling median of length ``smooth`` (see
-    :func:`rolling_median`), let ``x_0`` be the initial value and
+    :func:`rolling_median`), let ``x_0`` be the initial value and::
 
         E = max_t |x_t - x_0|
 
@@ -487,7 +492,7 @@ class TopDown:
     excluded: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))
 
 
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman rho, NaN (without warnings) for < 2 points or constant input."""
     if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
@@ -562,9 +567,9 @@ def top_down(steps, values_by_layer, layers=None, smooth: int = 1, *, rtol: floa
     used_a = np.asarray(used, dtype=depth.dtype)
     min_step_a = np.asarray(min_step, dtype=np.int64)
     rel_a = np.asarray(rel, dtype=float)
-    rho_step = _spearman(used_a, min_step_a)
+    rho_step = spearman(used_a, min_step_a)
     # A zero initial value makes relative_floor non-finite; rank it nowhere.
-    rho_floor = _spearman(used_a, rel_a) if np.all(np.isfinite(rel_a)) else float("nan")
+    rho_floor = spearman(used_a, rel_a) if np.all(np.isfinite(rel_a)) else float("nan")
     return TopDown(
         layers=used_a,
         min_step=min_step_a,

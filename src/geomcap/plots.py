@@ -253,3 +253,38 @@ def gap_by_level(summary, classes, measure: str = "rankme"):
     ax.legend(title="from the data", fontsize="small")
     fig.tight_layout()
     return fig
+
+
+SIZE_COLORS = ("C0", "C3", "C2", "C4", "C1", "C5")
+
+
+def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "rankme",
+                       correlations=None, ncols: int = 4):
+    """One panel per task: the final layer's ``measure`` of the small and large preset against
+    training step, each divided by its value at step 0 (the presets' widths differ), one line
+    per seed. pairs: :func:`geomcap.results.proxy_pairs`; correlations: optional
+    :func:`geomcap.results.trajectory_correlation`, whose median Spearman rho titles each panel."""
+    set_style()
+    task_names = list(dict.fromkeys(pairs["task"]))
+    fig, axes, used = _panels(max(1, len(task_names)), ncols, 3.3, 2.6, sharey=False)
+    rank = final_layer_rows(metrics, measure)
+    for ax, task in zip(used, task_names):
+        for pair in pairs[pairs["task"] == task].itertuples():
+            for run, size, color in ((pair.run_small, small, SIZE_COLORS[0]), (pair.run_large, large, SIZE_COLORS[1])):
+                series = rank[rank["run"] == run].sort_values("step")
+                ax.plot(series["step"], series["value"] / series["value"].iloc[0], color=color,
+                        linewidth=1.2, alpha=0.85, label=size)
+        title = task
+        if correlations is not None and len(correlations):
+            rho = correlations.loc[correlations["task"] == task, "spearman"].median()
+            title = f"{task}  (Spearman rho {rho:.2f})"
+        ax.set_title(title, fontsize="medium")
+        ax.axhline(1, color="0.85", linewidth=0.8)
+        _step_axis(ax, rank["step"])
+        ax.set_ylabel(f"{measure} / {measure} at step 0")
+    handles, labels = used[0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02),
+               fontsize="small", title="final layer of")
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return fig

@@ -159,7 +159,7 @@ RANKME_VARIANTS = ("rankme", "rankme_centred", "rankme_all_positions", "rankme_m
 
 
 def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
-                 steps="easy=2000,medium=4000,hard=8000", progress=True) -> pd.DataFrame:
+                 steps="easy=2000,medium=4000,hard=3000", progress=True) -> pd.DataFrame:
     """Validate a notebook's parameters and return its runs (one row per complete run).
 
     tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a
@@ -334,3 +334,197 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=PREC
                          "rate": n_pre / len(sel) if len(sel) else np.nan,
                          "median_gap_steps": gaps.median() if len(gaps) else np.nan})
     return pd.DataFrame(rows)
+
+
+def _final_layer_series(metrics: pd.DataFrame, run: str, measure: str) -> pd.Series:
+    """One run's ``measure`` at its final layer, indexed by step."""
+    m = metrics[(metrics["run"] == run) & (metrics["measure"] == measure)]
+    m = m[m["layer"] == m["layer"].max()]
+    return m.set_index("step")["value"].sort_index()
+
+
+def proxy_pairs(runs: pd.DataFrame, small: str, large: str) -> pd.DataFrame:
+    """Runs of the same task, level, seed and step count at both presets: one row per pair,
+    with columns task, level, seed, steps, run_small, run_large."""
+    keys = ["task", "level", "seed", "steps"]
+    a = runs[runs["size"] == small][keys + ["run"]].rename(columns={"run": "run_small"})
+    b = runs[runs["size"] == large][keys + ["run"]].rename(columns={"run": "run_large"})
+    return a.merge(b, on=keys).sort_values(keys).reset_index(drop=True)
+
+
+def trajectory_correlation(metrics: pd.DataFrame, runs: pd.DataFrame, small: str, large: str,
+                           measure: str = "rankme") -> pd.DataFrame:
+    """Claim C8: does the small preset's trajectory predict the large one's?
+
+    For every pair of :func:`proxy_pairs` (same task, level, seed and steps, hence the same
+    checkpoint schedule), the Spearman and Pearson correlations over checkpoints between the
+    final layer's ``measure`` at the two presets. Spearman compares the shapes of the
+    trajectories (the presets' widths differ, so their RankMe scales differ).
+    """
+    rows = []
+    for pair in proxy_pairs(runs, small, large).itertuples():
+        s = _final_layer_series(metrics, pair.run_small, measure)
+        l = _final_layer_series(metrics, pair.run_large, measure)
+        common = s.index.intersection(l.index)
+        a, b = s[common].to_numpy(float), l[common].to_numpy(float)
+        ok = np.isfinite(a) & np.isfinite(b)
+        a, b = a[ok], b[ok]
+        pearson = float(np.corrcoef(a, b)[0, 1]) if a.size > 1 and np.ptp(a) and np.ptp(b) else np.nan
+        rows.append({"task": pair.task, "level": pair.level, "seed": pair.seed, "steps": pair.steps,
+                     "checkpoints": int(a.size), "spearman": events.spearman(a, b), "pearson": pearson,
+                     "run_small": pair.run_small, "run_large": pair.run_large})
+    return pd.DataFrame(rows, columns=["task", "level", "seed", "steps", "checkpoints", "spearman",
+                                       "pearson", "run_small", "run_large"])
+
+
+def timing_concordance(summary: pd.DataFrame, small: str, large: str,
+                       timing: str = "rankme_transition_step", by: str = "level") -> pd.DataFrame:
+    """Claim C8's limit: does the small preset order tasks in time as the large one does?
+
+    Within each group of ``by`` (the level: tasks of one class) and seed, every pair of
+    tasks whose ``timing`` column (a step: the RankMe transition by default, or
+    ``acquisition_step``) is known at both presets is *concordant* when the same task comes
+    first at both presets, *discordant* when the order reverses, and *tied* when either
+    preset puts both at the same step (left out of the rate). Rate = concordant /
+    (concordant + discordant), NaN without comparable pairs.
+    """
+    from itertools import combinations
+
+    keys = ["task", by, "seed", "steps"]
+    t_small = summary[summary["size"] == small].set_index(keys)[timing]
+    t_large = summary[summary["size"] == large].set_index(keys)[timing]
+    both = pd.concat({"small": t_small, "large": t_large}, axis=1, join="inner")
+    both = both.apply(pd.to_numeric, errors="coerce").dropna().reset_index()
+    rows = []
+    for group, sel in both.groupby(by, sort=False):
+        counts = {"concordant": 0, "discordant": 0, "tied": 0}
+        for _, per_seed in sel.groupby(["seed", "steps"]):
+            for (_, i), (_, j) in combinations(per_seed.iterrows(), 2):
+                product = np.sign(i["small"] - j["small"]) * np.sign(i["large"] - j["large"])
+                counts["tied" if product == 0 else "concordant" if product > 0 else "discordant"] += 1
+        compared = counts["concordant"] + counts["discordant"]
+        rows.append({by: group, "tasks": sel["task"].nunique(), "pairs": compared + counts["tied"], **counts,
+                     "rate": counts["concordant"] / compared if compared else np.nan})
+    return pd.DataFrame(rows, columns=[by, "tasks", "pairs", "concordant", "discordant", "tied", "rate"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper vs ours: one row per claim of DESIGN.md section 1, used by every notebook's closing table
+# and by the book's results page (the paper's figures are quoted, ours are computed).
+
+PAPER = {
+    "C1": ("RankMe collapses, recovers, then accuracy rises", "144/144 combinations"),
+    "C2": ("MOD's collapse floor is ~2.0 at every size", "~2.0"),
+    "C3": ("the collapse propagates top-down (task x size pairs)", "28/32 (v4), 32/32 (v1)"),
+    "C4": ("a linear probe decodes the answer while the model is < 50%", "yes"),
+    "C5": ("only RankMe precedes acquisition on hard tasks", "RankMe 100% (v4), 75-100% (v1); LLC 0/24"),
+    "C6": ("a precursor gap only when the task is hard for the model", "gap on hard, none on easy"),
+    "C7": ("Pythia-2.8B: RankMe precedes logical deduction", "~49K steps; none on easy benchmarks"),
+    "C8": ("a small proxy's RankMe trajectory predicts a larger model's", "rho > 0.92; timing concordance 52-69%"),
+}
+
+
+def claim_row(claim: str, ours: str, value=np.nan) -> dict:
+    """One line of a paper-vs-ours table: the claim, the paper's figure, ours (text) and our
+    headline number (``value``, for the book's glue)."""
+    statement, paper = PAPER[claim]
+    return {"claim": claim, "statement": statement, "paper": paper, "ours": ours, "value": value}
+
+
+def claim_c1(summary: pd.DataFrame) -> dict:
+    acquired = int(summary["acquisition_step"].notna().sum())
+    ordered = int(summary["ordered_collapse_recovery_acquisition"].fillna(False).astype(bool).sum())
+    return claim_row("C1", f"{ordered}/{acquired} acquired runs ordered ({len(summary)} runs)",
+                     ordered / acquired if acquired else np.nan)
+
+
+def claim_c2(summary: pd.DataFrame) -> dict:
+    floor = summary.loc[summary["task"] == "mod", "rankme_floor_value"].astype(float)
+    if floor.empty:
+        return claim_row("C2", "no MOD run selected")
+    return claim_row("C2", f"mean floor {floor.mean():.2f} (range {floor.min():.2f}-{floor.max():.2f}, "
+                           f"{len(floor)} runs)", float(floor.mean()))
+
+
+def claim_c3(summary: pd.DataFrame) -> dict:
+    pairs = top_down_table(summary)
+    decided = pairs["top_down"].dropna() if len(pairs) else pd.Series(dtype=bool)
+    if decided.empty:
+        return claim_row("C3", f"undefined: no run with two informative layers ({len(summary)} runs)")
+    return claim_row("C3", f"{int(decided.sum())}/{len(decided)} task x size pairs with a defined statistic "
+                           f"({len(pairs)} pairs)", float(decided.mean()))
+
+
+def claim_c4(probes: pd.DataFrame) -> dict:
+    exact = probes["probe_above_model_share"].dropna()
+    first = probes["probe_above_first_token_share"].dropna()
+    if exact.empty:
+        return claim_row("C4", "no run with a checkpoint below 50%")
+    return claim_row("C4", f"probe above the model at {exact.mean():.0%} of sub-50% checkpoints "
+                           f"({first.mean():.0%} against first-token accuracy; {len(exact)} runs)",
+                     float(exact.mean()))
+
+
+def claim_c5(summary: pd.DataFrame) -> dict:
+    table = precursor_table(summary, by="difficulty")
+    hard = table[table["difficulty"] == "hard"].set_index("measure") if len(table) else table
+    if hard.empty or "rankme" not in hard.index:
+        return claim_row("C5", "no acquired hard run")
+    parts = [f"{m} {int(hard.loc[m, 'precursor'])}/{int(hard.loc[m, 'runs'])}"
+             for m in PRECURSOR_MEASURES if m in hard.index and hard.loc[m, "runs"]]
+    return claim_row("C5", "precursors among runs the data classes hard: " + ", ".join(parts), float(hard.loc["rankme", "rate"]))
+
+
+def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
+    table = precursor_table(summary, by="level", measures=[measure])
+    if table.empty:
+        return claim_row("C6", "no acquired run")
+    parts = [f"{row.level} {row.precursor}/{row.runs}" for row in table.itertuples() if row.runs]
+    rates = table.set_index("level")["rate"]
+    gap = rates.get("hard", np.nan) - rates.get("easy", np.nan)
+    return claim_row("C6", f"{measure} precursor rate by level: " + ", ".join(parts), float(gap))
+
+
+def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None) -> dict:
+    rho = correlations["spearman"].dropna() if len(correlations) else pd.Series(dtype=float)
+    if rho.empty:
+        return claim_row("C8", "no task trained at both presets yet")
+    text = f"median Spearman rho {rho.median():.2f} over {len(rho)} pairs ({(rho > 0.92).sum()} above 0.92)"
+    if concordance is not None and len(concordance):
+        for row in concordance.dropna(subset=["rate"]).itertuples():
+            text += f"; timing concordance ({row.level}) {row.rate:.0%} of {row.concordant + row.discordant} pairs"
+    return claim_row("C8", text, float(rho.median()))
+
+
+def paper_vs_ours(rows, glue: bool = True) -> pd.DataFrame:
+    """The rows of the ``claim_*`` functions as a table indexed by claim (statement, paper, ours).
+
+    With ``glue`` each row's text and headline number are also stored with myst-nb's
+    ``glue`` under ``<claim>_ours`` and ``<claim>_value`` (e.g. ``C1_value``), so that the
+    book's prose quotes computed numbers; outside a notebook kernel that is a no-op.
+    """
+    rows = list(rows)
+    if glue:
+        from IPython import get_ipython
+
+        if get_ipython() is not None:
+            from myst_nb import glue as myst_glue
+
+            for row in rows:
+                myst_glue(f"{row['claim']}_ours", row["ours"], display=False)
+                myst_glue(f"{row['claim']}_value", row["value"], display=False)
+    table = pd.DataFrame(rows, columns=["claim", "statement", "paper", "ours", "value"])
+    return table.drop(columns="value").set_index("claim")
+
+
+def claims_from_store(root="", small: str = "405k", large: str = "1.3m") -> list[dict]:
+    """Every algorithmic claim (C1-C6, C8) over all complete runs of a store ("" = the committed
+    data/runs), each as a :func:`claim_row`: the book's results page."""
+    runs = load_runs(Path(root) if root else data_root())
+    summary = summary_table(runs)
+    metrics = load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy", "rankme"])
+    probes = probe_table(metrics, runs)
+    correlations = trajectory_correlation(metrics, runs, small, large)
+    concordance = timing_concordance(summary, small, large)
+    return [claim_c1(summary), claim_c2(summary), claim_c3(summary), claim_c4(probes), claim_c5(summary),
+            claim_c6(summary), claim_c8(correlations, concordance)]
