@@ -18,3 +18,28 @@ def test_run_curves(tmp_path):
     assert len([line for line in ax_rank.lines if line.get_label().startswith("layer")]) == 3
     fig.savefig(tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 10_000
+
+
+def test_proxy_trajectories_normalises_each_preset():
+    import numpy as np
+    import pandas as pd
+
+    from geomcap import results
+
+    steps = [0, 10, 20, 40]
+    rows = []
+    for run, size, scale, layers in (("a", "405k", 1.0, 3), ("b", "1.3m", 5.0, 4)):
+        for s, v in zip(steps, [8.0, 2.0, 4.0, 6.0]):
+            for layer in range(layers):
+                rows.append({"step": s, "layer": layer, "measure": "rankme", "value": scale * v, "run": run,
+                             "task": "mod", "level": "hard", "size": size, "seed": 0})
+    metrics = pd.DataFrame(rows)
+    runs = pd.DataFrame({"task": "mod", "level": "hard", "seed": 0, "steps": 40, "size": ["405k", "1.3m"],
+                         "run": ["a", "b"]})
+    pairs = results.proxy_pairs(runs, "405k", "1.3m")
+    corr = results.trajectory_correlation(metrics, runs, "405k", "1.3m")
+    fig = plots.proxy_trajectories(metrics, pairs, "405k", "1.3m", correlations=corr)
+    ax = fig.axes[0]
+    small, large = ax.lines[0].get_ydata(), ax.lines[1].get_ydata()
+    assert np.allclose(small, large) and small[0] == 1.0     # divided by the value at step 0
+    assert "rho 1.00" in ax.get_title()
