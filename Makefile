@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup test book clean
+.PHONY: setup browser test book clean
 
 setup: $(VENV)/.installed
 
@@ -14,13 +14,24 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
-test: setup
+# Debian's chromium, for the browser check of the built book (no browser download).
+browser:
+	@command -v chromium >/dev/null || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+test: setup browser
 	$(PY) -m pytest -q
 
-# Until the book exists, the main job runs one default experiment and prints its summary.
+# The main job: execute the notebooks at their defaults (cached: an unchanged notebook is not
+# re-executed) and build the HTML book into _build/html, Sphinx warnings as errors. The cache keys
+# on a notebook's code only, so it is dropped when the committed data or the library change.
+BOOK_INPUTS = $$( { find data -type f -printf '%p %s\n' | sort; cat src/geomcap/*.py; } | sha1sum)
 book: setup
-	$(VENV)/bin/geomcap train --task add --level medium --size 405k --seed 0 --steps 1500 --out _build/runs/add-medium-405k-s0
-	$(VENV)/bin/geomcap show _build/runs/add-medium-405k-s0
+	@mkdir -p _build; if [ "$(BOOK_INPUTS)" != "$$(cat _build/.book-inputs 2>/dev/null)" ]; then \
+	  rm -rf _build/.jupyter_cache _build/.doctrees; fi
+	$(VENV)/bin/jupyter-book build . -W -n
+	@echo "$(BOOK_INPUTS)" > _build/.book-inputs
+	@echo "open _build/html/index.html"
 
 clean:
 	rm -rf _build

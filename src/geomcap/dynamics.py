@@ -293,7 +293,8 @@ def local_learning_coefficient_of(model, example_loss, n: int, seed: int = 0, **
     ``seed`` is devinterp's init_seed (chain c uses seed + c for its noise and
     shuffling), so results are reproducible.
 
-    Returns a dict:
+    Returns a dict::
+
       llc_mean, llc_std: devinterp's estimate, n_beta * (mean loss over all
         steps, burn-in included - init_loss), mean and std (ddof 0) over chains
         (devinterp skips NaN steps of a failed chain: check n_failed_chains).

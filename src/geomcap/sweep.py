@@ -1,4 +1,4 @@
-"""Sweeps: a grid of runs on any executor with a concurrent.futures-style ``submit``.
+"""Sweeps: a grid of runs on any executor with a concurrent.futures-style ``submit``::
 
     from geomcap.sweep import grid, run_sweep
     configs = grid(tasks=["add", "mod"], levels=["hard"], sizes=["405k"], seeds=[0, 1],
