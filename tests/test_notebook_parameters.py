@@ -37,3 +37,18 @@ def test_negative_steps_fail_before_training(tmp_path):
     assert result.returncode != 0
     assert "parameter steps" in result.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in NOTEBOOKS.glob("0*.ipynb")))
+def test_papermill_reads_every_parameter(notebook):
+    """papermill skips a parameter line it cannot parse (two '=' on it): the book's parameter
+    table and `papermill --help-notebook` would silently lose it."""
+    import nbformat
+    import papermill
+
+    cell = next(c for c in nbformat.read(NOTEBOOKS / notebook, 4).cells if "parameters" in c.metadata.get("tags", []))
+    assigned = [line.split("=")[0].strip() for line in cell.source.splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
+    inspected = papermill.inspect_notebook(str(NOTEBOOKS / notebook))
+    assert list(inspected) == assigned
+    assert all(p["help"] for p in inspected.values()), "every parameter has a help comment"

@@ -17,6 +17,7 @@ def test_grid_and_steps_parsing():
     assert {(c.level, c.steps) for c in configs} == {("easy", 10), ("hard", 30)}
     assert parse_steps("500") == 500
     assert parse_steps("easy=1,medium=2,hard=3") == {"easy": 1, "medium": 2, "hard": 3}
+    assert parse_steps("easy:1,medium:2,hard:3") == {"easy": 1, "medium": 2, "hard": 3}
     with pytest.raises(ValueError, match="no value for level"):
         parse_steps("easy=1")
     with pytest.raises(ValueError, match="unknown task"):

@@ -159,7 +159,7 @@ RANKME_VARIANTS = ("rankme", "rankme_centred", "rankme_all_positions", "rankme_m
 
 
 def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
-                 steps="easy=2000,medium=4000,hard=3000", progress=True) -> pd.DataFrame:
+                 steps="easy:2000,medium:4000,hard:3000", progress=True) -> pd.DataFrame:
     """Validate a notebook's parameters and return its runs (one row per complete run).
 
     tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a

@@ -128,7 +128,9 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
 
 
 def parse_steps(text: str) -> int | dict:
-    """'3000' -> 3000; 'easy=1000,medium=3000,hard=6000' -> dict (every level required)."""
+    """'3000' -> 3000; 'easy=1000,medium=3000,hard=6000' (or with ':' for '=') -> dict, every
+    level required. Notebooks use ':' because papermill cannot read a parameter line with two '='."""
+    text = text.replace(":", "=")
     if "=" not in text:
         return int(text)
     mapping = {}
