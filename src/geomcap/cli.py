@@ -3,6 +3,10 @@
     geomcap train --task add --level hard --size 405k --seed 0 --steps 3000 --out runs/add-hard
     geomcap presets
     geomcap show runs/add-hard
+    geomcap bench --threads 1 --book              # JSON into data/bench (see data/bench/README.md)
+    geomcap pythia standin --out /tmp/standin
+    geomcap pythia run --model /tmp/standin --revisions all --benchmarks all --out data/pythia/runs
+    geomcap pythia run --model EleutherAI/pythia-2.8b --revisions every:4000 --out data/pythia/runs --delete-downloads
 
 Bad input prints one line on stderr and exits with status 2, writing nothing.
 """
@@ -49,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=None, help="default 0.1 (1.0 for mod)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the training steps (not part of the config hash; equal metrics up to round-off)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("sweep", help="run a grid tasks x levels x sizes x seeds into the run store (resumable)")
@@ -72,7 +78,59 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="summarise a run directory: acquisition, collapse, precursors, top-down")
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    _bench_parser(sub)
+
+    _pythia_parsers(sub)
     return parser
+
+
+def _pythia_parsers(sub) -> None:
+    p = sub.add_parser("pythia", help="Pythia validation (claim C7): stand-in, benchmarks, metrics per revision")
+    pythia_sub = p.add_subparsers(dest="pythia_command", required=True, parser_class=_Parser)
+
+    p = pythia_sub.add_parser("standin", help="build the offline stand-in: a small GPT-NeoX saved at Pythia-like "
+                                              "revisions (seconds at the defaults)")
+    p.add_argument("--out", required=True, help="the checkpoint root to create (one stepN folder per revision)")
+    p.add_argument("--steps", type=int, default=300, help="training steps; default 300")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=1024, help="BPE vocabulary size; default 1024")
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--every", type=int, default=25,
+                   help="a revision every K steps, after step 0 and the powers of two below K; default 25")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--templates", type=int, default=400,
+                   help="templated sentences per benchmark family in the training text; default 400")
+    p.add_argument("--max-chars", type=int, default=None, help="truncate the training text (default: all of it)")
+    p.add_argument("--quiet", action="store_true")
+
+    p = pythia_sub.add_parser("run", help="accuracy and per-layer RankMe of every revision x benchmark into a "
+                                          "run store (resumable; a missing revision is reported and skipped)")
+    p.add_argument("--model", required=True, help="hub name (EleutherAI/pythia-160m) or local checkpoint root")
+    p.add_argument("--revisions", default="all",
+                   help="all, log (step 0 then doubling), every:K, or a list such as step0,step1000; default all")
+    p.add_argument("--benchmarks", default="all", help="comma-separated benchmarks, or all")
+    p.add_argument("--out", required=True, help="run store root (one run directory per benchmark)")
+    p.add_argument("--cache-dir", default=None, help="hub download cache (default: the Hugging Face cache)")
+    p.add_argument("--delete-downloads", action="store_true",
+                   help="remove each hub revision from the download cache once its metrics are stored")
+    p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
+    p.add_argument("--batch-tokens", type=int, default=None,
+                   help="padded tokens per forward pass (default 4096 on CPU, 16384 on GPU)")
+    p.add_argument("--label", default=None, help="model name recorded for a local root (default: its own)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = pythia_sub.add_parser("benchmarks", help="write the benchmark files (deterministic: the committed ones)")
+    p.add_argument("--out", default=None, help="folder (default data/pythia/benchmarks)")
+
+    p = pythia_sub.add_parser("show", help="acquisition and RankMe precursor gap per benchmark of a run store")
+    p.add_argument("--root", default=None, help="run store root (default data/pythia/runs)")
+    p.add_argument("--model", default=None, help="one model of the store (default: each)")
+    p.add_argument("--layers", default="final", help="final, all, or comma-separated layer indices")
 
 
 def cmd_train(args) -> int:
@@ -84,7 +142,7 @@ def cmd_train(args) -> int:
     resolve_device(args.device)
     if args.out is not None:
         check_writable(args.out)
-    run_dir = train(cfg, out=args.out, device=args.device, progress=not args.quiet)
+    run_dir = train(cfg, out=args.out, device=args.device, progress=not args.quiet, compile=args.compile)
     print(run_dir)
     return 0
 
@@ -152,11 +210,142 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_pythia(args) -> int:
+    from geomcap import diagnostics, pythia
+
+    if args.pythia_command == "standin":
+        from geomcap.train import check_writable
+
+        check_writable(args.out)
+        out = pythia.build_standin(args.out, steps=args.steps, layers=args.layers, width=args.width,
+                                   heads=args.heads, vocab_size=args.vocab, seq_len=args.seq_len,
+                                   batch_size=args.batch_size, lr=args.lr, every=args.every, seed=args.seed,
+                                   templates=args.templates, max_chars=args.max_chars, progress=not args.quiet)
+        info = pythia.standin_info(out)
+        print(f"{out}: {len(info['revisions'])} revisions, {info['parameters']:,} parameters, "
+              f"final loss {info['final_loss']:.2f}, built in {info['build_seconds']:.0f} s")
+        return 0
+    if args.pythia_command == "benchmarks":
+        for path in diagnostics.write_benchmarks(args.out or diagnostics.benchmark_dir()):
+            print(path)
+        return 0
+    if args.pythia_command == "show":
+        runs = pythia.load_runs(args.root, model=args.model)
+        if runs.empty:
+            print(f"no complete Pythia run in {args.root or pythia.data_root()}")
+            return 0
+        from geomcap import results
+
+        metrics = results.load_metrics(runs)
+        layers = args.layers if args.layers in ("final", "all") else [int(x) for x in args.layers.split(",")]
+        table = pythia.summary_table(runs, metrics, layers=layers)
+        columns = ["model", "benchmark", "level", "layer", "final_accuracy", "acquisition_step", "transition_step",
+                   "gap_steps", "gap_tokens", "is_precursor"]
+        print(table[columns].to_string(index=False))
+        return 0
+    # run: every parameter is checked before anything is written
+    from geomcap.train import check_writable
+
+    pythia.check_model(args.model)
+    pythia.check_benchmarks(args.benchmarks)
+    pythia.select_revisions(args.revisions, pythia.available_revisions(args.model))
+    pythia.resolve_device(args.device)
+    if args.batch_tokens is not None and args.batch_tokens < 1:
+        raise ValueError(f"--batch-tokens must be a positive integer, got {args.batch_tokens}")
+    check_writable(args.out)
+    report = pythia.run(args.model, revisions=args.revisions, benchmarks=args.benchmarks, root=args.out,
+                        cache_dir=args.cache_dir, delete_downloads=args.delete_downloads, device=args.device,
+                        batch_tokens=args.batch_tokens, label=args.label, progress=not args.quiet)
+    print(f"{len(report['stored'])} revisions scored now, {len(report['skipped'])} skipped; "
+          f"run directories under {args.out}")
+    for revision, reason in report["skipped"].items():
+        print(f"skipped {revision}: {reason}", file=sys.stderr)
+    return 1 if report["skipped"] else 0
+
+
+def _bench_parser(sub) -> None:
+    p = sub.add_parser("bench", help="benchmarks: throughput vs a transformers peer and the matmul peak, cost of "
+                                     "the measures, RankMe vs a naive SVD (JSON into data/bench)")
+    p.add_argument("--parts", default="default",
+                   help="comma-separated parts: throughput, geometry, costly, rankme, book, make_test "
+                        "(default: the first four; all: every part; none: only --make-test-s)")
+    p.add_argument("--book", action="store_true", help="also time a cold and a warm book build")
+    p.add_argument("--make-test", action="store_true", help="also time `make test` (long)")
+    p.add_argument("--make-test-s", type=float, default=None,
+                   help="record a `make test` wall time measured separately (seconds)")
+    p.add_argument("--out", default=None, help="result file (default data/bench/<device>.json, e.g. cpu-2core.json)")
+    p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch and BLAS threads (default one per core; use 1 on a CPU shared with other work)")
+    p.add_argument("--presets", default="auto", help="comma-separated presets, or auto: those whose step fits "
+                                                     "--max-step-s on this device")
+    p.add_argument("--max-step-s", type=float, default=2.0, help="auto presets: estimated seconds per step; default 2")
+    p.add_argument("--task", default="add", help="task whose batches are timed; default add")
+    p.add_argument("--level", default="hard", help="its level; default hard")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (medians over them); default 7")
+    p.add_argument("--block-s", type=float, default=1.5, help="seconds of training steps per timed block; default 1.5")
+    p.add_argument("--peer", default="gpt2", help="gpt2, gpt-neox, or none; default gpt2")
+    p.add_argument("--compile", default="", help="comma-separated presets also timed under torch.compile")
+    p.add_argument("--rankme-n", default="512,4096,32768", help="RankMe sizes N (rows); default 512,4096,32768")
+    p.add_argument("--rankme-d", default="128,768,2560", help="RankMe sizes d (columns); default 128,768,2560")
+    p.add_argument("--rankme-repeats", type=int, default=None,
+                   help="repetitions per RankMe size (default by size: 5, 3, or 1 for the largest)")
+    p.add_argument("--costly-repeats", type=int, default=3)
+    p.add_argument("--peak-n", type=int, default=None,
+                   help="matmul peak: n x n product; default 2048 on the CPU, 8192 on CUDA")
+    p.add_argument("--update", action="store_true",
+                   help="keep the other parts of an existing --out file and replace only the parts run now")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _bench_command(args) -> str:
+    """The bench command line with every option spelled out (recorded in the result)."""
+    import shlex
+
+    words = ["geomcap", "bench"]
+    for key, value in vars(args).items():
+        if key == "command" or value in (None, False, ""):
+            continue
+        flag = "--" + key.replace("_", "-")
+        words += [flag] if value is True else [flag, str(value)]
+    return shlex.join(words)
+
+
+def cmd_bench(args) -> int:
+    from geomcap import bench
+    from geomcap.train import resolve_device
+
+    parts = bench.parse_parts(args.parts)
+    parts += [p for p, flag in (("book", args.book), ("make_test", args.make_test)) if flag and p not in parts]
+    dev = resolve_device(args.device)
+    out = args.out or str(bench.data_dir() / bench.default_output_name(dev))
+    peer = None if args.peer == "none" else args.peer
+    rankme_sizes = bench.parse_sizes(args.rankme_n, args.rankme_d)
+    if args.rankme_repeats is not None and args.rankme_repeats < 1:
+        raise ValueError(f"--rankme-repeats must be a positive integer, got {args.rankme_repeats}")
+    result = bench.run_bench(out, parts=parts, device=args.device, presets=args.presets, task=args.task,
+                             level=args.level, batch_size=args.batch_size, rounds=args.rounds,
+                             block_s=args.block_s, max_step_s=args.max_step_s, peer=peer,
+                             compile_presets=args.compile, rankme_sizes=rankme_sizes,
+                             rankme_repeats=args.rankme_repeats, costly_repeats=args.costly_repeats,
+                             peak_n=args.peak_n, threads=args.threads, make_test_s=args.make_test_s,
+                             command=_bench_command(args), update=args.update, progress=not args.quiet)
+    table = bench.figures_table(result)
+    print(table.to_string(index=False) if len(table) else "no figures")
+    for row in result["targets"]:
+        print(f"{'met   ' if row['met'] else 'MISSED'} {row['target']} [{row['subject']}]: {row['value']:.3g} "
+              f"({'>=' if row['kind'] == 'min' else '<='} {row['threshold']:g})")
+    print(out)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        handler = {"train": cmd_train, "sweep": cmd_sweep, "presets": cmd_presets, "runs": cmd_runs, "show": cmd_show}[args.command]
+        handler = {"train": cmd_train, "sweep": cmd_sweep, "presets": cmd_presets, "runs": cmd_runs, "show": cmd_show,
+                   "pythia": cmd_pythia, "bench": cmd_bench}[args.command]
         return handler(args)
     except (_UsageError, ValueError, FileNotFoundError) as exc:
         print(f"geomcap: error: {exc}".replace("geomcap: error: geomcap", "geomcap"), file=sys.stderr)

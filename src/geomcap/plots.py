@@ -288,3 +288,193 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
                fontsize="small", title="final layer of")
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
+
+
+# --- Pythia (claim C7) ---
+
+def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
+    """One panel per benchmark: accuracy (black, left axis; dotted: chance) and ``measure`` at the
+    layers of ``table`` (right axis, one colour per layer) against the revision's training step.
+
+    metrics: tidy table with a ``task`` column (the benchmark), e.g. ``results.load_metrics``;
+    table: :func:`geomcap.pythia.summary_table`. Vertical lines: acquisition (red, solid) and the
+    deepest shown layer's ``measure`` transition (blue, dashed).
+    """
+    import pandas as pd
+
+    set_style()
+    benchmarks = list(dict.fromkeys(table["benchmark"]))
+    fig, axes, used = _panels(len(benchmarks), ncols, 3.5, 2.8)
+    first_twin = None
+    for ax, bench in zip(used, benchmarks):
+        rows = table[table["benchmark"] == bench]
+        m = metrics[metrics["task"] == bench]
+        steps, acc = events.tidy_series(m, "accuracy")
+        ax.plot(steps, acc, color="k", linewidth=1.5, label="accuracy")
+        ax.axhline(rows["chance"].iloc[0], color="0.6", linestyle=":", linewidth=1, label="chance")
+        ax.set_ylim(-0.02, 1.02)
+        twin = ax.twinx()
+        layers, l_steps, values = events.layer_matrix(m, measure)
+        colors = sns.color_palette("viridis", len(rows))
+        for layer, color in zip(rows["layer"], colors):
+            twin.plot(l_steps, values[list(layers).index(layer)], color=color, linewidth=1.1,
+                      label=f"{measure}, layer {layer}")
+        deepest = rows.iloc[-1]
+        if pd.notna(deepest["acquisition_step"]):
+            ax.axvline(int(deepest["acquisition_step"]), color="C3", linewidth=1.2, label="acquisition")
+        if pd.notna(deepest["transition_step"]):
+            ax.axvline(int(deepest["transition_step"]), color="C0", linestyle="--", linewidth=1.2,
+                       label=f"{measure} transition")
+        first_twin = twin if ax is used[0] else first_twin
+        _step_axis(ax, steps)
+        ax.set_title(f"{bench} ({deepest['level']})", fontsize="medium")
+        ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
+        twin.set_ylabel(measure if ax in axes[:, -1] or ax is used[-1] else "")
+        twin.spines["right"].set_visible(True)
+    handles, labels = [], []
+    for a in (used[0], first_twin):
+        h, l = a.get_legend_handles_labels()
+        handles, labels = handles + h, labels + l
+    unique = dict(zip(labels, handles))
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=min(6, len(unique)),
+               bbox_to_anchor=(0.5, 1.03), fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return fig
+
+
+def pythia_gaps(table, paper_gap_steps: int = 49_000, paper_last_step: int = 143_000):
+    """The precursor gap (acquisition - transition) of each benchmark as a fraction of the run's
+    training steps, beside the paper's (~49K of Pythia-2.8B's 143K steps on logical deduction).
+    One marker per benchmark and layer of ``table`` (:func:`geomcap.pythia.summary_table`);
+    benchmarks never acquired have no gap and are listed under the axis."""
+    import pandas as pd
+
+    set_style()
+    data = table.assign(gap=pd.to_numeric(table["gap_fraction"], errors="coerce"))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    order = list(dict.fromkeys(data["benchmark"]))
+    shown = data.dropna(subset=["gap"])
+    if len(shown):
+        sns.stripplot(data=shown, x="benchmark", y="gap", hue="level", order=order, jitter=0.15, size=7,
+                      palette={"easy": "C2", "hard": "C3"}, ax=ax)
+    ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
+    ax.set_xlim(-0.5, len(order) - 0.5)
+    ax.axhline(0, color="0.3", linewidth=1)
+    paper_line(ax, paper_gap_steps / paper_last_step,
+               f"paper: ~{paper_gap_steps // 1000}K of {paper_last_step // 1000}K steps (Pythia-2.8B, deduction)")
+    missing = [b for b in order if b not in set(shown["benchmark"])]
+    ax.set_xlabel("no gap (never acquired): " + ", ".join(missing) if missing else "", fontsize="small",
+                  color="0.4")
+    ax.set_ylim(min(-0.1, ax.get_ylim()[0]), max(0.5, ax.get_ylim()[1]))
+    ax.set_ylabel("gap / training steps\n> 0: RankMe leads")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+# --- Benchmarks ---
+
+BENCH_MODEL_LABELS = {"geomcap": "geomcap", "peer": "transformers peer (same shape)",
+                      "geomcap_compiled": "geomcap + torch.compile"}
+
+
+def bench_figure(result, title: str | None = None):
+    """Four panels of one ``geomcap bench`` result (``geomcap.bench.run_bench``).
+
+    (a) training tokens/s per preset, geomcap vs its transformers peer (and
+    compiled), with the median per-round ratio geomcap / peer written above;
+    (b) achieved FLOP/s as a fraction of the matmul peak of the same rounds,
+    with the 40% target; (c) time spent measuring as a share of training time
+    per preset (per-checkpoint geometry, whole checkpoint, and the costly
+    measures on every 4th checkpoint), with the 10% target; (d) RankMe's time
+    against a naive float64 SVD for each N x d (both axes log). A part missing
+    from the result leaves its panel empty with a note.
+    """
+    set_style()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.4))
+    (ax_tp, ax_peak), (ax_share, ax_rank) = axes
+    tp = result.get("throughput") or {}
+    presets = [r["preset"] for r in tp.get("presets", [])]
+    models = [m for m in BENCH_MODEL_LABELS if any(m in r["models"] for r in tp.get("presets", []))]
+    width = 0.8 / max(1, len(models))
+    x = np.arange(len(presets))
+    for i, model in enumerate(models):
+        tokens = [r["models"].get(model, {}).get("tokens_per_s", np.nan) for r in tp["presets"]]
+        fractions = [r["models"].get(model, {}).get("peak_fraction", np.nan) for r in tp["presets"]]
+        offset = (i - (len(models) - 1) / 2) * width
+        ax_tp.bar(x + offset, tokens, width, label=BENCH_MODEL_LABELS[model], color=f"C{i}")
+        ax_peak.bar(x + offset, fractions, width, color=f"C{i}")
+    for xi, row in zip(x, tp.get("presets", [])):
+        if row.get("peer_ratio") is not None:
+            top = max(m["tokens_per_s"] for m in row["models"].values())
+            ax_tp.annotate(f"x{row['peer_ratio']:.2f}", (xi, top), textcoords="offset points", xytext=(0, 3),
+                           ha="center", fontsize="small")
+    if presets:
+        ax_tp.set_yscale("log")
+        ax_tp.set_xticks(x, presets)
+        ax_peak.set_xticks(x, presets)
+        ax_tp.legend(fontsize="small", loc="upper right")
+        ax_peak.axhline(0.40, color=PAPER_COLOR, linestyle="--", linewidth=1, label="target: 40%")
+        ax_peak.legend(fontsize="small")
+    else:
+        for ax in (ax_tp, ax_peak):
+            ax.text(0.5, 0.5, "no throughput part", ha="center", va="center", transform=ax.transAxes)
+    ax_tp.set_ylabel("training tokens / s\n(label: geomcap / peer)")
+    ax_tp.set_title("(a) throughput", loc="left", fontsize="medium")
+    ax_peak.set_ylabel("achieved FLOP/s / matmul peak")
+    ax_peak.set_title("(b) fraction of the same-run matmul peak", loc="left", fontsize="medium")
+
+    geo = (result.get("geometry") or {}).get("presets", [])
+    costly = result.get("costly") or {}
+    bars = []  # (preset, label, share)
+    for row in geo:
+        sched = row["schedules"][0]
+        bars.append((row["preset"], f"geometry: RankMe x 4 + probes ({sched['steps']}-step run)",
+                     sched["geometry_share"]))
+        bars.append((row["preset"], f"whole checkpoint: + eval forward ({sched['steps']}-step run)",
+                     sched["eval_share"]))
+    if costly.get("run"):
+        bars.append((costly["size"], f"costly measures, every {costly['run']['costly_every']}th checkpoint "
+                                     f"({costly['run']['steps']}-step run)", costly["run"]["run_share"]))
+    if bars:
+        share_presets = list(dict.fromkeys(b[0] for b in bars))
+        labels = list(dict.fromkeys(b[1] for b in bars))
+        w = 0.8 / len(labels)
+        for j, label in enumerate(labels):
+            xs = [share_presets.index(p) + (j - (len(labels) - 1) / 2) * w for p, lab, _ in bars if lab == label]
+            ys = [s for _, lab, s in bars if lab == label]
+            ax_share.bar(xs, ys, w, label=label, color=f"C{j + 3}")
+        ax_share.set_xticks(range(len(share_presets)), share_presets)
+        ax_share.set_yscale("log")
+        ax_share.axhline(0.10, color=PAPER_COLOR, linestyle="--", linewidth=1, label="target: 10% (geometry)")
+        ax_share.set_ylabel("time measuring / time training")
+        ax_share.legend(fontsize="x-small", loc="upper left")
+    else:
+        ax_share.text(0.5, 0.5, "no geometry or costly part", ha="center", va="center", transform=ax_share.transAxes)
+    ax_share.set_title("(c) cost of measuring", loc="left", fontsize="medium")
+
+    sizes = (result.get("rankme") or {}).get("sizes", [])
+    if sizes:
+        work = np.array([r["n"] * r["d"] * min(r["n"], r["d"]) for r in sizes], dtype=float)
+        order = np.argsort(work)
+        ours = np.array([r["geomcap_s"] for r in sizes])[order]
+        naive = np.array([r["naive_s"] for r in sizes])[order]
+        ax_rank.plot(work[order], naive, "s", color="0.5", label="naive float64 SVD")
+        ax_rank.plot(work[order], ours, "o", color="C0", label="geomcap.geometry.rankme")
+        for k in order:
+            r = sizes[k]
+            ax_rank.annotate(f"{r['n']}x{r['d']}: x{r['speedup']:.2f}", (work[k], r["geomcap_s"]),
+                             textcoords="offset points", xytext=(5, -3), ha="left", fontsize="xx-small")
+        ax_rank.set_xscale("log")
+        ax_rank.set_yscale("log")
+        ax_rank.set_xlim(work.min() / 2, work.max() * 30)  # room for the labels
+        ax_rank.set_xlabel("N d min(N, d)")
+        ax_rank.legend(fontsize="small")
+    else:
+        ax_rank.text(0.5, 0.5, "no rankme part", ha="center", va="center", transform=ax_rank.transAxes)
+    ax_rank.set_ylabel("seconds per RankMe")
+    ax_rank.set_title("(d) RankMe vs a naive SVD (label: speed-up)", loc="left", fontsize="medium")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    return fig

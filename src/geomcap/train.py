@@ -277,13 +277,23 @@ def check_writable(path) -> None:
 
 
 def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = True,
-          keep_state: bool = False) -> Path:
+          keep_state: bool = False, compile: bool | str = False) -> Path:
     """Train one run, recording metrics at every checkpoint; returns the run directory.
 
     ``out`` is the run directory itself (default: the run store's root / config hash).
     A complete run there with the same config is reused; an interrupted one resumes
     from its last checkpoint and ends with the same metrics as an uninterrupted run.
+
+    ``compile``: run the training steps through ``torch.compile`` (True: the
+    default inductor backend; a string names another backend). Evaluation and
+    the measures use the plain model (the same weights). It is not part of
+    the config (nor its hash): compiled kernels change floating-point rounding
+    only, so a compiled run's metrics equal an eager run's up to round-off, not
+    byte for byte; ``provenance.compile`` in config.json records it.
+    The first steps include the compilation (tens of seconds).
     """
+    if compile is not True and compile is not False and not (isinstance(compile, str) and compile):
+        raise ValueError(f"compile must be True, False or a torch.compile backend name, got {compile!r}")
     run_dir = _prepare_run_dir(cfg, out)
     if store.is_complete(run_dir):
         return run_dir
@@ -298,6 +308,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     if max_len > model.cfg.block_size:
         raise ValueError(f"{cfg.task}/{cfg.level} needs {max_len} positions, more than block_size {model.cfg.block_size}")
     model.to(dev)
+    step_model = torch.compile(model, backend="inductor" if compile is True else compile) if compile else model
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -319,8 +330,10 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         rows = [tuple(r) for r in state["rows"]]
         timers.update(state["timers"])
     else:
-        store.atomic_write_json(run_dir / store.CONFIG_FILE,
-                                {**cfg.to_dict(), "provenance": store.provenance(dev.type)})
+        provenance = store.provenance(dev.type)
+        if compile:
+            provenance["compile"] = "inductor" if compile is True else compile
+        store.atomic_write_json(run_dir / store.CONFIG_FILE, {**cfg.to_dict(), "provenance": provenance})
 
     train_p, train_a = data.train_prompts.to(dev), data.train_answers.to(dev)
     todo = [int(s) for s in schedule if s >= start_step and not (s == start_step and rows)]
@@ -357,7 +370,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
                 group["lr"] = learning_rate(step, cfg)
             idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen)
             with _autocast(dev):
-                loss = answer_loss(model, train_p[idx.to(dev)], train_a[idx.to(dev)])
+                loss = answer_loss(step_model, train_p[idx.to(dev)], train_a[idx.to(dev)])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

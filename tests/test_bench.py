@@ -1,0 +1,222 @@
+"""The benchmark suite at tiny sizes: each part runs, its figures are consistent, bad input fails cleanly.
+
+The real figures are measured by `geomcap bench` (data/bench/README.md); these tests check the
+machinery in well under a minute.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from geomcap import bench, geometry, store, tasks
+from geomcap.cli import main
+from geomcap.models import PRESETS, build, count_parameters
+from geomcap.train import TrainConfig, checkpoint_steps, train
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+CPU = torch.device("cpu")
+
+
+def test_flops_per_token_formula():
+    cfg = PRESETS["405k"]
+    with torch.device("meta"):
+        n = count_parameters(build("405k", tasks.VOCAB_SIZE))
+    expected = 6 * (n - cfg.block_size * cfg.d_model) + 12 * cfg.n_layer * cfg.d_model * 18
+    assert bench.flops_per_token("405k", tasks.VOCAB_SIZE, 18) == expected
+    with pytest.raises(ValueError, match="unknown size"):
+        bench.flops_per_token("3b", tasks.VOCAB_SIZE, 18)
+
+
+def test_peer_has_the_same_shape_and_returns_logits():
+    torch.manual_seed(0)
+    peer = bench.build_peer("405k", tasks.VOCAB_SIZE)
+    assert count_parameters(peer) == count_parameters(build("405k", tasks.VOCAB_SIZE))
+    idx = torch.randint(tasks.VOCAB_SIZE, (3, 18))
+    assert peer(idx).shape == (3, 18, tasks.VOCAB_SIZE)
+    with pytest.raises(ValueError, match="unknown peer"):
+        bench.build_peer("405k", tasks.VOCAB_SIZE, kind="llama")
+
+
+def test_train_step_lowers_the_loss_for_both_models():
+    data = tasks.make_task("add", "easy", n_train=256, n_test=16)
+    for model in (build("405k", tasks.VOCAB_SIZE), bench.build_peer("405k", tasks.VOCAB_SIZE)):
+        run = bench.make_train_step(model, data.train_prompts, data.train_answers, 32, CPU, lr=3e-3)
+        first = run(1).item()
+        assert run(15).item() < first
+
+
+def test_matmul_peak_and_timing_helpers():
+    peak = bench.matmul_peak(CPU, n=64, repeats=3, warmup=1)
+    assert peak["flops_per_s"] > 0 and len(peak["times_s"]) == 3 and peak["dtype"] == "float32"
+    assert len(bench.time_repeats(lambda: None, repeats=4, warmup=0)) == 4
+    assert bench.summarize([3, 1, 2])["median"] == 2
+    with pytest.raises(ValueError):
+        bench.time_repeats(lambda: None, repeats=0)
+
+
+def test_throughput_tiny():
+    out = bench.throughput(["405k"], CPU, task="add", level="easy", batch_size=8, rounds=2, block_s=0.01,
+                           warmup_steps=1, peak_n=64, peak_repeats=1, progress=False)
+    row = out["presets"][0]
+    assert out["seq_len"] == tasks.sequence_lengths("add", "easy")[0] + tasks.sequence_lengths("add", "easy")[1] - 1
+    assert set(row["models"]) == {"geomcap", "peer"}
+    assert row["peer_parameters"] == row["parameters"]
+    g, p = row["models"]["geomcap"], row["models"]["peer"]
+    assert g["tokens_per_s"] == pytest.approx(out["tokens_per_step"] / (g["ms_per_step"] / 1000))
+    assert len(row["peer_ratio_rounds"]) == 2 and row["peer_ratio"] > 0
+    assert 0 < g["peak_fraction"] and row["data_share"] >= 0
+
+
+def test_select_presets():
+    assert bench.select_presets("405k,1.3m", CPU, 1e11, 18, 128) == ["405k", "1.3m"]
+    auto = bench.select_presets("auto", CPU, 1e11, 18, 128, max_step_s=1.0)
+    assert auto[0] == "405k" and "151m" not in auto
+    assert bench.select_presets("auto", CPU, 1.0, 18, 128) == ["405k"]  # always the smallest
+    with pytest.raises(ValueError, match="unknown size"):
+        bench.select_presets("405k,huge", CPU, 1e11, 18, 128)
+
+
+def test_rankme_vs_naive_agrees():
+    calls = []
+    out = bench.rankme_vs_naive([(64, 16), (300, 1200)], repeats=1, progress=False,
+                                on_progress=lambda partial: calls.append(len(partial["sizes"])))
+    assert calls == [1, 2]  # a bench killed midway keeps the sizes it finished
+    svd, gram = out["sizes"]
+    assert (svd["method"], gram["method"]) == ("svd", "gram")
+    for row in out["sizes"]:
+        assert row["abs_diff"] < 1e-6 and row["geomcap_s"] > 0 and row["naive_s"] > 0
+        Z = bench.rankme_test_matrix(row["n"], row["d"])
+        assert row["geomcap_value"] == geometry.rankme(Z)
+    assert bench.naive_rankme(np.eye(5)) == pytest.approx(5.0, rel=1e-5)
+
+
+def test_geometry_cost_tiny():
+    out = bench.geometry_cost(["405k"], CPU, task="parity", level="easy", rounds=1, block_s=0.01,
+                              schedules=(100,), progress=False)
+    row = out["presets"][0]
+    sched = row["schedules"][0]
+    assert row["layers"] == 3 and 0 < row["geometry_s"] <= row["eval_s"]
+    assert sched["checkpoints"] == len(checkpoint_steps(100))
+    assert sched["geometry_share"] == pytest.approx(
+        sched["checkpoints"] * row["geometry_s"] / (100 * row["ms_per_step"] / 1000))
+
+
+def test_costly_cost_tiny():
+    out = bench.costly_cost(task="parity", level="easy", repeats=1, warmup=0, n_examples=8,
+                            measures=("per_example_gradients", "grad_rank"), steps=100, block_s=0.01,
+                            progress=False)
+    names = [r["measure"] for r in out["measures"]]
+    assert names == ["per_example_gradients", "grad_rank"]
+    assert all(r["seconds"] > 0 for r in out["measures"]) and out["run"]["run_share"] > 0
+    with pytest.raises(ValueError, match="unknown costly measure"):
+        bench.costly_cost(measures=("nope",))
+
+
+def _fake_result():
+    throughput = {"seq_len": 18, "tokens_per_step": 2304, "presets": [
+        {"preset": "405k", "parameters": 408192, "peer_ratio": 1.2,
+         "models": {"geomcap": {"ms_per_step": 100.0, "tokens_per_s": 23040.0, "peak_fraction": 0.5,
+                                "achieved_flops_per_s": 5.7e10}}},
+        {"preset": "1.3m", "parameters": 1_350_000, "peer_ratio": 0.9,
+         "models": {"geomcap": {"ms_per_step": 300.0, "tokens_per_s": 7680.0, "peak_fraction": 0.3,
+                                "achieved_flops_per_s": 6.2e10}}}]}
+    geometry_part = {"presets": [{"preset": "405k", "geometry_s": 0.1, "eval_s": 0.2, "schedules": [{"steps": 2000, "checkpoints": 57,
+                                                                    "geometry_share": 0.05, "eval_share": 0.1}]}]}
+    rankme = {"sizes": [{"n": 512, "d": 128, "method": "svd", "speedup": 2.0, "abs_diff": 1e-9,
+                         "geomcap_s": 0.01, "naive_s": 0.02}]}
+    return {"machine": {"device": "cpu"}, "throughput": throughput, "geometry": geometry_part, "rankme": rankme,
+            "matmul_peak": {"flops_per_s": 1e11, "dtype": "float32"}}
+
+
+def test_targets_and_projection():
+    result = _fake_result()
+    targets = {(r["target"], r["subject"]): r for r in bench.check_targets(result)}
+    assert targets[("geomcap / peer tokens/s", "405k")]["met"]
+    missed = targets[("geomcap / peer tokens/s", "1.3m")]
+    assert not missed["met"] and missed["by"] == pytest.approx(-0.1)
+    assert not targets[("fraction of matmul peak", "1.3m")]["met"]
+    assert targets[("geometry share (2000-step run)", "405k")]["met"]
+    assert targets[("RankMe |difference|", "512 x 128")]["met"]
+
+    proj = bench.project_grid(result)
+    rows = {r["preset"]: r for r in proj["presets"]}
+    assert rows["405k"]["source"] == "measured" and rows["151m"]["source"].startswith("extrapolated")
+    assert rows["405k"]["steps"] == 8 * 9000 and rows["405k"]["runs"] == 24
+    assert rows["405k"]["hours"] == pytest.approx(72000 * 0.1 * 1.1 / 3600)
+    assert proj["total_hours"] == pytest.approx(sum(r["hours"] for r in rows.values()))
+    assert rows["151m"]["ms_per_step"] > rows["48m"]["ms_per_step"] > rows["1.3m"]["ms_per_step"]
+    table = bench.figures_table(result)
+    assert "405k geomcap / peer tokens/s" in set(table["figure"])
+
+
+def test_cli_bench_writes_json(tmp_path):
+    out = tmp_path / "bench" / "r.json"
+    code = main(["bench", "--parts", "rankme", "--rankme-n", "64", "--rankme-d", "16,300",
+                 "--rankme-repeats", "1", "--peak-n", "64", "--threads", "1", "--out", str(out), "--quiet"])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["schema"] == 1 and result["settings"]["threads"] == 1
+    assert result["machine"]["cpu_cores"] >= 1 and result["machine"]["torch_version"] == torch.__version__
+    assert len(result["load_average_start"]) == 3 and result["wall_s"] > 0
+    assert [(r["n"], r["d"]) for r in result["rankme"]["sizes"]] == [(64, 16), (64, 300)]
+    assert result["command"].startswith("geomcap bench --parts rankme")
+    assert bench.load_results(out.parent)[0]["file"] == "r.json"
+
+    # --update replaces only the parts run now and records the update
+    assert main(["bench", "--parts", "rankme", "--rankme-n", "32", "--rankme-d", "8", "--rankme-repeats", "1",
+                 "--threads", "1", "--update", "--out", str(out), "--quiet"]) == 0
+    updated = json.loads(out.read_text())
+    assert [(r["n"], r["d"]) for r in updated["rankme"]["sizes"]] == [(32, 8)]
+    assert updated["started_at"] == result["started_at"]
+    assert len(updated["updates"]) == 1 and "--update" in updated["updates"][0]["command"]
+    # --parts none: only record a figure measured elsewhere
+    assert main(["bench", "--parts", "none", "--make-test-s", "12.5", "--update", "--out", str(out), "--quiet"]) == 0
+    updated = json.loads(out.read_text())
+    assert updated["make_test"]["seconds"] == 12.5 and len(updated["updates"]) == 2
+    assert updated["rankme"]["sizes"][0]["n"] == 32
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--parts", "nope"], "unknown bench part"),
+    (["--rounds", "0"], "rounds must be a positive integer"),
+    (["--rankme-n", "0"], "rankme N"),
+    (["--presets", "huge"], "unknown size"),
+    (["--peer", "llama"], "unknown peer"),
+    (["--threads", "0"], "threads must be a positive integer"),
+    (["--device", "tpu"], "unknown device"),
+])
+def test_cli_bench_bad_input(tmp_path, capsys, argv, message):
+    out = tmp_path / "r.json"
+    assert main(["bench", *argv, "--out", str(out), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_compile_option_keeps_the_config_hash(tmp_path):
+    cfg = TrainConfig(task="parity", level="easy", steps=3, n_log_checkpoints=1, n_linear_checkpoints=1,
+                      n_train=64, n_test=16, probe_size=16, train_eval_size=16, batch_size=8)
+    run_dir = train(cfg, out=tmp_path / "run", device="cpu", progress=False, compile="eager")
+    config = store.read_config(run_dir)
+    assert config.pop("provenance")["compile"] == "eager"
+    assert store.config_hash(config) == store.config_hash(cfg.to_dict())
+    # an eager run of the same config reuses it: compile is not part of the config
+    assert train(cfg, out=run_dir, device="cpu", progress=False) == run_dir
+    with pytest.raises(ValueError, match="compile must be"):
+        train(cfg, out=tmp_path / "other", compile=3)
+
+
+def test_bench_figure_draws_every_panel_and_tolerates_missing_parts():
+    import matplotlib.pyplot as plt
+
+    from geomcap import plots
+
+    result = _fake_result()
+    result["costly"] = {"size": "405k", "run": {"costly_every": 4, "steps": 3000, "run_share": 2.0}}
+    fig = plots.bench_figure(result, title="fake")
+    assert len(fig.axes) == 4 and all(ax.has_data() for ax in fig.axes)
+    plt.close(fig)
+    fig = plots.bench_figure({"matmul_peak": result["matmul_peak"]})
+    assert not any(ax.has_data() for ax in fig.axes)
+    plt.close(fig)

@@ -1,0 +1,386 @@
+"""Pythia code path, offline: stand-in build, hub-cache loading, scoring by hand, run store, CLI.
+
+Everything runs against a tiny stand-in built in a temporary folder; the hub
+code path goes through the real ``from_pretrained`` call with a revision,
+against a folder laid out as a hub cache (HF_HUB_OFFLINE=1).
+"""
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers / huggingface_hub are imported
+os.environ["DISABLE_SAFETENSORS_CONVERSION"] = "1"
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from geomcap import diagnostics, events, pythia, results, store
+
+TINY = dict(steps=12, layers=2, width=32, heads=2, vocab_size=320, seq_len=32, batch_size=8, every=6,
+            templates=40, max_chars=60_000, progress=False)
+HUB = "EleutherAI/pythia-160m"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One BLAS thread: on 2 cores shared with other jobs, a second thread mostly waits (5x slower here)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    return pythia.build_standin(tmp_path_factory.mktemp("standin") / "standin", **TINY)
+
+
+@pytest.fixture(scope="module")
+def small_benchmarks(tmp_path_factory):
+    """The committed benchmark files cut to a few items each (fast scoring)."""
+    folder = tmp_path_factory.mktemp("benchmarks")
+    for name in diagnostics.BENCHMARKS:
+        items = diagnostics.load_benchmark(name)[:12]
+        (folder / f"{name}.jsonl").write_text(diagnostics.jsonl_text(items))
+    return folder
+
+
+def test_schedule_is_pythias():
+    assert len(pythia.REVISIONS) == 154
+    assert pythia.REVISIONS[:4] == ("step0", "step1", "step2", "step4")
+    assert "step512" in pythia.REVISIONS and "step1000" in pythia.REVISIONS and "step1024" not in pythia.REVISIONS
+    assert pythia.REVISIONS[-1] == "step143000"
+    assert pythia.TOKENS_PER_STEP == 2_097_152
+    log = pythia.select_revisions("log", pythia.REVISIONS)
+    assert log[0] == "step0" and log[-1] == "step143000" and len(log) == 19
+    every = pythia.select_revisions("every:10000", pythia.REVISIONS)
+    assert "step4000" in every and "step10000" in every and "step11000" not in every and every[-1] == "step143000"
+    assert pythia.select_revisions("step2000, 1000", pythia.REVISIONS) == ["step1000", "step2000"]
+    with pytest.raises(ValueError, match="not in Pythia's schedule"):
+        pythia.select_revisions("step3", pythia.REVISIONS)
+    with pytest.raises(ValueError, match="revisions: every:K"):
+        pythia.select_revisions("every:x", pythia.REVISIONS)
+
+
+@pytest.mark.parametrize("name, ok", [
+    ("EleutherAI/pythia-160m", True), ("EleutherAI/pythia-2.8b-deduped", True), ("EleutherAI/pythia-1.4b", True),
+    ("EleutherAI/pythia-160m-v0", False), ("EleutherAI/gpt-neox-20b", False), ("pythia-160m", False), ("", False),
+])
+def test_hub_names(name, ok):
+    if ok:
+        assert pythia.check_model(name) == "hub"
+    else:
+        with pytest.raises(ValueError, match="model:"):
+            pythia.check_model(name)
+
+
+def test_standin_builds_and_reloads(standin, tmp_path):
+    info = pythia.standin_info(standin)
+    assert info["revisions"] == ["step0", "step1", "step2", "step4", "step6", "step12"]
+    assert pythia.local_revisions(standin) == info["revisions"]
+    assert pythia.check_model(str(standin)) == "local"
+    tok = pythia.load_tokenizer(standin)
+    assert tok.convert_ids_to_tokens([0, 1]) == ["<|endoftext|>", "<|padding|>"]
+    assert tok.decode(tok(" The capital of France is Paris.")["input_ids"]) == " The capital of France is Paris."
+    first, last = pythia.load_revision(standin, "step0"), pythia.load_revision(standin, 12)
+    assert type(last).__name__ == "GPTNeoXForCausalLM" and last.dtype == torch.float32 and not last.training
+    cfg = last.config
+    assert cfg.rope_parameters["partial_rotary_factor"] == 0.25 and cfg.use_parallel_residual
+    assert not cfg.tie_word_embeddings
+    assert not torch.equal(last.get_output_embeddings().weight, last.gpt_neox.embed_in.weight)
+    assert not torch.equal(first.gpt_neox.embed_in.weight, last.gpt_neox.embed_in.weight)  # it trained
+    assert pythia.build_standin(standin, **TINY) == standin  # same build: reused
+    (tmp_path / "x").write_text("occupied")
+    with pytest.raises(ValueError, match="exists and is not empty"):
+        pythia.build_standin(tmp_path, **TINY)
+
+
+def test_missing_local_revision_is_a_clear_message(standin):
+    with pytest.raises(pythia.RevisionUnavailable, match=r"revision step7 missing: no folder .*step7 "
+                                                         r"\(6 revisions there, step0 \.\. step12\)"):
+        pythia.load_revision(standin, "step7")
+
+
+def test_broken_revision_is_reported(standin, tmp_path):
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(standin / "step6", root / "step6")
+    (root / "step6" / "model.safetensors").write_bytes(b"not a tensor file")
+    with pytest.raises(pythia.RevisionUnavailable, match="step6 unavailable"):
+        pythia.load_revision(root, "step6")
+
+
+# ---------------------------------------------------------------------------
+# the hub code path, against a folder laid out as a hub cache
+# ---------------------------------------------------------------------------
+
+
+def legacy_config(folder) -> dict:
+    """The config.json of a Pythia step branch (written by transformers 4.24), at the stand-in's size."""
+    c = json.loads((folder / "config.json").read_text())
+    return {"architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
+            "hidden_size": c["hidden_size"], "initializer_range": 0.02, "intermediate_size": c["intermediate_size"],
+            "layer_norm_eps": 1e-05, "max_position_embeddings": c["max_position_embeddings"],
+            "model_type": "gpt_neox", "num_attention_heads": c["num_attention_heads"],
+            "num_hidden_layers": c["num_hidden_layers"], "rotary_emb_base": 10000, "rotary_pct": 0.25,
+            "tie_word_embeddings": False, "torch_dtype": "float16", "transformers_version": "4.24.0",
+            "use_cache": True, "use_parallel_residual": True, "vocab_size": c["vocab_size"]}
+
+
+def make_hub_cache(standin, cache, repo=HUB, revisions=("step0", "step4")):
+    """models--ORG--NAME/{refs/stepN -> snapshots/SHA/, blobs/} holding what a Pythia step branch holds:
+    pytorch_model.bin in fp16 with the old `embed_out` head name, and an old-style config.json;
+    `main` also holds the tokenizer."""
+    from safetensors.torch import load_file
+
+    root = cache / ("models--" + repo.replace("/", "--"))
+    for sub in ("blobs", "refs", "snapshots"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+
+    def put(snapshot, name, data):
+        blob = root / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snapshot / name).symlink_to(os.path.relpath(blob, snapshot))
+
+    for revision in [*revisions, "main"]:
+        source = standin / (revisions[-1] if revision == "main" else revision)
+        sha = hashlib.sha1(f"{repo}@{revision}".encode()).hexdigest()
+        (root / "refs" / revision).write_text(sha)
+        snapshot = root / "snapshots" / sha
+        snapshot.mkdir()
+        state = {("embed_out.weight" if k == "lm_head.weight" else k): v.half()
+                 for k, v in load_file(source / "model.safetensors").items()}
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        put(snapshot, "pytorch_model.bin", buf.getvalue())
+        put(snapshot, "config.json", json.dumps(legacy_config(source)).encode())
+        if revision == "main":
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                put(snapshot, name, (source / name).read_bytes())
+    return root
+
+
+def test_hub_path_through_a_hub_cache(standin, tmp_path):
+    cache = tmp_path / "hub"
+    make_hub_cache(standin, cache)
+    tok = pythia.load_tokenizer(HUB, cache_dir=cache)
+    assert tok.convert_ids_to_tokens([0]) == ["<|endoftext|>"]
+    net = pythia.load_revision(HUB, "step4", cache_dir=cache)
+    local = pythia.load_revision(standin, "step4")
+    assert net.dtype == torch.float32  # float32 on CPU, whatever the checkpoint's dtype
+    for (name, a), (_, b) in zip(net.state_dict().items(), local.state_dict().items()):
+        assert torch.equal(a, b.half().float()), name  # embed_out -> lm_head included
+    with pytest.raises(pythia.RevisionUnavailable, match="step1000 unavailable"):
+        pythia.load_revision(HUB, "step1000", cache_dir=cache)
+    freed = pythia.delete_cached_revision(HUB, "step0", cache_dir=cache)
+    assert freed > 0 and not (cache / "models--EleutherAI--pythia-160m" / "refs" / "step0").exists()
+    with pytest.raises(pythia.RevisionUnavailable):
+        pythia.load_revision(HUB, "step0", cache_dir=cache)
+    assert pythia.load_revision(HUB, "step4", cache_dir=cache) is not None  # the other revision survives
+
+
+def test_run_from_the_hub_deletes_downloads_when_asked(standin, small_benchmarks, tmp_path):
+    cache = tmp_path / "hub"
+    make_hub_cache(standin, cache)
+    report = pythia.run(HUB, revisions="step0,step4", benchmarks=["arithmetic"], root=tmp_path / "runs",
+                        cache_dir=cache, delete_downloads=True, benchmark_dir=small_benchmarks, progress=False,
+                        log=lambda msg: None)
+    assert report["stored"] == ["step0", "step4"] and not report["skipped"]
+    refs = {p.name for p in (cache / "models--EleutherAI--pythia-160m" / "refs").iterdir()}
+    assert refs == {"main"}
+    config = store.read_config(report["run_dirs"]["arithmetic"])
+    assert config["model"] == HUB and config["size"] == "160m" and config["tokens_per_step"] == 2_097_152
+
+
+# ---------------------------------------------------------------------------
+# scoring
+# ---------------------------------------------------------------------------
+
+
+def test_scorer_matches_a_log_likelihood_computed_by_hand(standin):
+    net, tok = pythia.load_revision(standin, "step12"), pythia.load_tokenizer(standin)
+    items = diagnostics.load_benchmark("capitals")[:3] + diagnostics.load_benchmark("agreement")[:3]
+    scores = pythia.score_items(net, tok, items, batch_tokens=64)
+    for i, item in enumerate(items):
+        ctx = tok(item["context"], add_special_tokens=False)["input_ids"]
+        for j, choice in enumerate(item["choices"]):
+            ch = tok(choice, add_special_tokens=False)["input_ids"]
+            ids = torch.tensor([[0, *ctx, *ch]])
+            with torch.no_grad():
+                out = net(input_ids=ids, output_hidden_states=True)
+            logp = out.logits[0].log_softmax(-1)
+            first = 1 if item["kind"] == "pair" else 1 + len(ctx)  # pairs: the whole sentence
+            by_hand = sum(float(logp[t - 1, ids[0, t]]) for t in range(first, ids.shape[1]))
+            assert scores.logprob[i, j] == pytest.approx(by_hand, abs=1e-4)
+            assert scores.n_tokens[i, j] == ids.shape[1] - first
+            if j == 0:  # hidden states at the last context token, every layer
+                for layer, h in enumerate(out.hidden_states):
+                    np.testing.assert_allclose(scores.hidden[layer, i], h[0, len(ctx)].numpy(), atol=1e-5)
+    assert scores.hidden.shape == (net.config.num_hidden_layers + 1, len(items), net.config.hidden_size)
+    # padding and batching do not change a score
+    again = pythia.score_items(net, tok, items, batch_tokens=100_000)
+    np.testing.assert_allclose(again.logprob, scores.logprob, atol=1e-4)
+    acc = pythia.accuracy(scores)
+    assert acc["accuracy"] == np.mean(np.nanargmax(scores.logprob, 1) == scores.answer)  # NaN: fewer choices
+
+
+def test_benchmark_rows_are_tidy(standin):
+    net, tok = pythia.load_revision(standin, "step0"), pythia.load_tokenizer(standin)
+    scores = pythia.score_items(net, tok, diagnostics.load_benchmark("induction")[:20])
+    rows = pd.DataFrame(pythia.benchmark_rows(0, scores), columns=store.METRIC_COLUMNS)
+    assert set(rows["measure"]) == {"accuracy", "accuracy_norm", "nll", "rankme", "rankme_centred"}
+    assert set(rows.loc[rows["measure"] == "accuracy", "layer"]) == {-1}
+    assert sorted(rows.loc[rows["measure"] == "rankme", "layer"]) == [0, 1, 2]
+    assert (rows.loc[rows["measure"] == "rankme", "value"] <= 20 + 1e-6).all()  # <= min(N, d)
+
+
+# ---------------------------------------------------------------------------
+# the run store
+# ---------------------------------------------------------------------------
+
+
+def test_run_stores_resumes_and_skips_a_missing_revision(standin, small_benchmarks, tmp_path):
+    messages = []
+    kwargs = dict(benchmarks=["capitals", "logical_deduction"], root=tmp_path / "runs",
+                  benchmark_dir=small_benchmarks, progress=False, log=messages.append)
+    report = pythia.run(standin, revisions="step0,step6,step99", **kwargs)
+    assert report["stored"] == ["step0", "step6"]
+    assert list(report["skipped"]) == ["step99"] and "revision step99 missing" in report["skipped"]["step99"]
+    assert any("step99" in m for m in messages)
+    run_dir = report["run_dirs"]["logical_deduction"]
+    config = store.read_config(run_dir)
+    assert config["family"] == "pythia" and config["model"] == "standin" and config["task"] == "logical_deduction"
+    assert config["level"] == "hard" and config["n_items"] == 12 and config["tokens_per_step"] == 8 * 32
+    assert config["standin"]["steps"] == 12 and "provenance" in config
+    metrics = store.read_metrics(run_dir)
+    assert sorted(metrics["step"].unique()) == [0, 6]
+    assert set(metrics["measure"]) == set(pythia.MEASURES)
+    status = store.read_status(run_dir)
+    assert store.is_complete(run_dir) and status["revisions"] == [0, 6] and "step99" in status["skipped"]
+    # rerunning recomputes nothing; more revisions extend the same runs
+    assert pythia.run(standin, revisions="step0,step6", **kwargs)["stored"] == []
+    assert pythia.run(standin, revisions="step0,step6,step12", **kwargs)["stored"] == ["step12"]
+    pd.testing.assert_frame_equal(store.read_metrics(run_dir)[lambda m: m["step"] < 12].reset_index(drop=True),
+                                  metrics)
+    # the generic loaders read it
+    runs = results.load_runs(tmp_path / "runs")
+    assert sorted(runs["task"]) == ["capitals", "logical_deduction"]
+    runs = pythia.load_runs(tmp_path / "runs", model="standin")
+    assert list(runs["task"]) == ["capitals", "logical_deduction"]  # benchmark order
+    table = pythia.summary_table(runs, results.load_metrics(runs), layers="all")
+    assert len(table) == 2 * 3 and table["final_layer"].sum() == 2
+
+
+def test_summary_gap_matches_the_events_code():
+    steps = np.array([0, 1, 2, 4, 1000, 2000, 3000, 4000, 5000, 6000])
+    acc = np.array([.25, .25, .25, .25, .25, .3, .5, .8, .9, .9])
+    rank = np.array([10, 10, 10, 10, 4, 3, 3, 3, 3, 3.])  # transition at step 1000
+    rows = [(s, -1, "accuracy", a) for s, a in zip(steps, acc)]
+    rows += [(s, layer, "rankme", r * (layer + 1)) for s, r in zip(steps, rank) for layer in (0, 1)]
+    metrics = pd.DataFrame(rows, columns=store.METRIC_COLUMNS).assign(run="r", task="logical_deduction")
+    runs = pd.DataFrame([{"run": "r", "model": "m", "task": "logical_deduction", "level": "hard",
+                          "chance": 0.25, "tokens_per_step": 100}])
+    table = pythia.summary_table(runs, metrics)
+    row = table.iloc[0]
+    p = events.precursor(steps, rank * 2, events.chance_corrected(acc, 0.25))
+    assert row["layer"] == 1 and row["acquisition_step"] == p.acquisition_step == 4000
+    assert row["transition_step"] == 1000 and row["gap_steps"] == 3000 and row["gap_tokens"] == 300_000
+    assert row["gap_fraction"] == pytest.approx(0.5) and bool(row["is_precursor"])
+    c7 = pythia.claim_c7(table)
+    assert c7["claim"] == "C7" and c7["value"] == 3000 and "logical_deduction gap 3000 steps" in c7["ours"]
+    with pytest.raises(ValueError, match="parameter layers"):
+        pythia.summary_table(runs, metrics, layers=[5])
+
+
+def test_claim_from_the_committed_standin_says_it_is_not_pythia():
+    row = pythia.claim_from_store()
+    assert row["claim"] == "C7" and "NOT Pythia" in row["ours"]
+    assert "logical_deduction" in row["ours"]
+
+
+def test_notebook_parameter_errors():
+    with pytest.raises(ValueError, match="parameter model: 'gpt-2'"):
+        pythia.section_runs(model="gpt-2")
+    with pytest.raises(ValueError, match="benchmarks: unknown benchmark 'chess'"):
+        pythia.section_runs(benchmarks=["chess"])
+    with pytest.raises(ValueError, match="parameter revisions"):
+        pythia.select_metrics(pd.DataFrame({"step": [0, 1]}), "step5")
+
+
+# ---------------------------------------------------------------------------
+# the command line
+# ---------------------------------------------------------------------------
+
+GEOMCAP = [sys.executable, "-m", "geomcap.cli", "pythia"]
+
+
+def geomcap(capsys, *args):
+    """`geomcap pythia ARGS` in this process (the subprocess test below covers the entry point)."""
+    from geomcap import cli
+
+    code = cli.main(["pythia", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_entry_point_bad_model(tmp_path):
+    result = subprocess.run(GEOMCAP + ["run", "--model", "gpt-2", "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "neither a Pythia hub name" in result.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["run", "--model", HUB, "--revisions", "step3"], "not in Pythia's schedule"),
+    (["run", "--model", HUB, "--revisions", "every:0"], "every:K needs a positive integer"),
+    (["run", "--model", HUB, "--benchmarks", "chess"], "unknown benchmark 'chess'"),
+    (["run", "--model", HUB, "--device", "tpu"], "unknown device 'tpu'"),
+    (["run", "--revisions", "all"], "required: --model"),
+    (["standin", "--steps", "0"], "steps must be a positive integer"),
+    (["standin", "--width", "30", "--heads", "4"], "not divisible"),
+])
+def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, args, fragment):
+    out = tmp_path / "out"
+    code, _, err = geomcap(capsys, *args, "--out", out)
+    assert code == 2, err
+    assert err.count("\n") == 1 and fragment in err, err
+    assert not out.exists()
+
+
+def test_cli_run_reports_a_missing_revision(standin, tmp_path, capsys):
+    code, out, err = geomcap(capsys, "run", "--model", standin, "--revisions", "step0,step99",
+                             "--benchmarks", "arithmetic", "--out", tmp_path / "runs", "--quiet")
+    assert code == 1, err
+    assert "1 revisions scored now, 1 skipped" in out
+    assert "revision step99 missing: no folder" in err
+    code, out, _ = geomcap(capsys, "show", "--root", tmp_path / "runs")
+    assert code == 0 and "arithmetic" in out
+    from geomcap import cli
+
+    assert cli.main(["runs", "--root", str(tmp_path / "runs")]) == 0  # the generic listing reads it too
+    assert "arithmetic" in capsys.readouterr().out
+
+
+def test_bfloat16_path_scores_like_float32(standin):
+    """The GPU path loads in bfloat16; on CPU the same code must give nearly the same scores."""
+    tok = pythia.load_tokenizer(standin)
+    items = diagnostics.load_benchmark("pronoun")[:8]
+    full = pythia.score_items(pythia.load_revision(standin, "step12"), tok, items)
+    half_net = pythia.load_revision(standin, "step12", dtype=torch.bfloat16)
+    assert half_net.dtype == torch.bfloat16
+    half = pythia.score_items(half_net, tok, items)
+    np.testing.assert_allclose(half.logprob, full.logprob, rtol=0.05)
+    assert half.hidden.dtype == np.float32
