@@ -17,6 +17,10 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
     ("03_probing.ipynb", "tasks", "chess", "parameter tasks: unknown value 'chess'"),
     ("04_precursors.ipynb", "fraction", "1.5", "parameter fraction: must be in (0, 1]"),
     ("05_difficulty.ipynb", "sizes", "huge", "parameter sizes: unknown value 'huge'"),
+    ("06_pythia.ipynb", "model", "gpt-7", "parameter model: 'gpt-7' is neither a Pythia hub name"),
+    ("06_pythia.ipynb", "benchmarks", "chess", "parameter benchmarks: unknown benchmark 'chess'"),
+    ("06_pythia.ipynb", "layers", "deep", "parameter layers: 'deep'"),
+    ("06_pythia.ipynb", "revisions", "every:0", "parameter revisions: every:K needs a positive integer K"),
     ("07_proxy.ipynb", "large", "405k", "parameters small and large: must be two different presets"),
     ("07_proxy.ipynb", "timing", "lunch", "parameter timing: unknown value 'lunch'"),
 ])
