@@ -59,3 +59,15 @@ def test_train_then_show(tmp_path):
     assert (tmp_path / "index.csv").read_text().startswith("run,task,level,size,seed,steps")
     missing = run("show", str(tmp_path / "nothing-here"))
     assert missing.returncode == 2 and "not a geomcap run directory" in missing.stderr
+
+
+@pytest.mark.parametrize("setting, fragment", [
+    ("lr", "--set 'lr': expected KEY=VALUE"),
+    ("seed=3", "--set seed: not a settable field"),
+    ("warmup_steps=ten", "--set warmup_steps: 'ten' is not an integer"),
+])
+def test_sweep_bad_setting_is_one_line_exit_2(tmp_path, setting, fragment):
+    result = run("sweep", "--tasks", "copy", "--levels", "easy", "--set", setting, "--root", str(tmp_path / "runs"))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -43,3 +43,20 @@ def test_proxy_trajectories_normalises_each_preset():
     small, large = ax.lines[0].get_ydata(), ax.lines[1].get_ydata()
     assert np.allclose(small, large) and small[0] == 1.0     # divided by the value at step 0
     assert "rho 1.00" in ax.get_title()
+
+
+def test_setting_curves_one_column_per_task_default_in_black():
+    import pandas as pd
+
+    rows = []
+    for run, task, setting in (("a", "mod", "default"), ("b", "mod", "lr=0.0003"), ("c", "add", "default")):
+        for s, v in zip([0, 10, 100], [8.0, 2.0, 6.0]):
+            rows.append({"step": s, "layer": 2, "measure": "rankme", "value": v, "run": run})
+            rows.append({"step": s, "layer": -1, "measure": "accuracy", "value": s / 100, "run": run})
+    runs = pd.DataFrame({"run": ["a", "b", "c"], "task": ["mod", "mod", "add"], "level": "hard",
+                         "setting": ["default", "lr=0.0003", "default"]})
+    fig = plots.setting_curves(pd.DataFrame(rows), runs)
+    top_mod, top_add, bottom_mod, _ = fig.axes
+    assert top_mod.get_title() == "mod/hard" and top_add.get_title() == "add/hard"
+    assert [line.get_label() for line in top_mod.lines] == ["default", "lr=0.0003"]
+    assert top_mod.lines[0].get_color() == "black" and list(bottom_mod.lines[1].get_ydata()) == [0, 0.1, 1.0]

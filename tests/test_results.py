@@ -104,3 +104,30 @@ def test_paper_vs_ours_rows(store_root):
     assert table.loc["C8", "ours"].startswith("no task trained at both presets")
     assert table.loc["C1", "paper"] == "144/144 combinations"       # the paper's figure, quoted
     assert results.claims_from_store(store_root)[0]["claim"] == "C1"
+
+
+def test_setting_runs_pair_each_change_with_its_baseline(store_root, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    changed = grid(tasks=["copy"], levels=["easy"], seeds=[0], **{**TINY, "warmup_steps": 2})  # default at 8 steps: 0
+    changed += grid(tasks=["copy"], levels=["easy"], seeds=[0], **{**TINY, "lr": 1e-2})
+    assert all(r.ok for r in run_sweep(changed, root=tmp_path, executor=ThreadPoolExecutor(1), progress=False))
+    runs = results.setting_runs(tmp_path, baseline_root=store_root)
+    # the baseline is the store's copy/easy seed 0 only (TINY's batch of 16 is itself a change)
+    assert sorted(runs["setting"]) == ["batch_size=16", "batch_size=16, lr=0.01", "batch_size=16, warmup_steps=2"]
+    assert set(runs["task"]) == {"copy"} and set(runs["seed"]) == {0}
+    table = results.setting_table(runs)
+    assert len(table) == 3 and "rankme_floor_value" in table.columns
+    claims = results.setting_claims(table)
+    assert list(claims["runs"]) == [1, 1, 1] and claims["mod_floor"].isna().all()
+    with pytest.raises(ValueError, match="no complete run"):
+        results.setting_runs(tmp_path / "empty", baseline_root=store_root)
+
+
+def test_training_setting_names_only_what_changed():
+    row = {"task": "mod", "level": "hard", "size": "405k", "seed": 0, "steps": 3000, "lr": 1e-3,
+           "weight_decay": 1.0, "beta1": 0.9, "beta2": 0.98, "warmup_steps": 100, "min_lr_ratio": 0.1,
+           "grad_clip": 1.0, "batch_size": 128}
+    assert results.training_setting(row) == "default"
+    assert results.training_setting({**row, "weight_decay": 0.1}) == "weight_decay=0.1"  # mod's default is 1.0
+    assert results.training_setting({**row, "warmup_steps": 0, "lr": 3e-4}) == "lr=0.0003, warmup_steps=0"

@@ -87,6 +87,17 @@ def test_same_seed_gives_byte_identical_metrics(tmp_path):
     assert text_a != (c / store.METRICS_FILE).read_bytes()
 
 
+def test_costly_measures_leave_the_training_metrics_unchanged(tmp_path):
+    """The grid records the costly measures on some runs only; those runs stay comparable with the
+    others (e.g. as the baselines of the sensitivity runs) because measuring never touches training."""
+    plain = store.read_metrics(train(small_config(steps=16), out=tmp_path / "a", progress=False))
+    measured = store.read_metrics(train(small_config(steps=16, measures=("grad_rank", "hessian"), costly_every=1,
+                                                     dynamics_size=32), out=tmp_path / "b", progress=False))
+    both = plain.merge(measured, on=["step", "layer", "measure"], suffixes=("_plain", "_measured"))
+    assert len(both) == len(plain) and set(measured["measure"]) > set(plain["measure"])
+    assert np.array_equal(both["value_plain"], both["value_measured"], equal_nan=True)
+
+
 def test_finished_run_is_reused_not_retrained(tmp_path):
     run = train(small_config(), out=tmp_path / "run", progress=False)
     before = (run / store.STATUS_FILE).stat().st_mtime_ns

@@ -66,7 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default=None, help="run store root (default $GEOMCAP_RUNS or ./runs)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: one per core)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (workers share the device)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per worker (default: cores // workers; 1 when the cores are shared)")
     p.add_argument("--measures", type=_measures, default=(), help="costly measures, as for train")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a training setting for every run (repeatable): lr, weight_decay, beta1, beta2, "
+                        "warmup_steps, min_lr_ratio, grad_clip, batch_size")
     p.add_argument("--quiet", action="store_true")
 
     sub.add_parser("presets", help="print the model presets with their parameter counts")
@@ -152,18 +157,18 @@ def _names(text: str, allowed) -> list[str]:
 
 
 def cmd_sweep(args) -> int:
-    from geomcap.sweep import grid, parse_steps, run_sweep
+    from geomcap.sweep import grid, parse_settings, parse_steps, run_sweep
     from geomcap.tasks import LEVELS, TASKS
     from geomcap.train import resolve_device
 
     configs = grid(tasks=_names(args.tasks, TASKS), levels=_names(args.levels, LEVELS),
                    sizes=_names(args.sizes, ()), seeds=[int(s) for s in args.seeds.split(",")],
-                   steps=parse_steps(args.steps), measures=args.measures)
+                   steps=parse_steps(args.steps), measures=args.measures, **parse_settings(args.set))
     resolve_device(args.device)
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be a positive integer, got {args.workers}")
     results = run_sweep(configs, root=args.root, device=args.device, workers=args.workers,
-                        progress=not args.quiet)
+                        progress=not args.quiet, threads=args.threads)
     failed = [r for r in results if not r.ok]
     print(f"{len(results) - len(failed)} runs complete, {len(failed)} failed")
     for r in failed:

@@ -290,6 +290,43 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
     return fig
 
 
+# --- Sensitivity to the unstated training settings ---
+
+def setting_curves(metrics, runs, measure: str = "rankme"):
+    """Two rows of panels, one column per task: the final layer's ``measure`` (top) and
+    test accuracy (bottom) against training step, one line per training setting.
+    runs: :func:`geomcap.results.setting_runs` (its ``setting`` column); the default in black."""
+    set_style()
+    tasks = list(dict.fromkeys(runs["task"]))
+    settings = ["default"] + sorted(s for s in runs["setting"].unique() if s != "default")
+    colors = {s: ("black" if s == "default" else f"C{i}") for i, s in enumerate(settings)}
+    fig, axes = plt.subplots(2, len(tasks), figsize=(3.3 * len(tasks), 5.4), squeeze=False, sharex="col")
+    rank = final_layer_rows(metrics, measure)
+    accuracy = metrics[metrics["measure"] == "accuracy"]
+    for col, task in enumerate(tasks):
+        for run in runs[runs["task"] == task].itertuples():
+            style = {"color": colors[run.setting], "linewidth": 1.6 if run.setting == "default" else 1.1,
+                     "label": run.setting}
+            r = rank[rank["run"] == run.run].sort_values("step")
+            a = accuracy[accuracy["run"] == run.run].sort_values("step")
+            axes[0, col].plot(r["step"], r["value"], **style)
+            axes[1, col].plot(a["step"], a["value"], **style)
+        axes[0, col].set_title(f"{task}/{runs.loc[runs['task'] == task, 'level'].iloc[0]}", fontsize="medium")
+        axes[1, col].set_ylim(-0.02, 1.02)
+        for row in (0, 1):
+            _step_axis(axes[row, col], rank["step"])
+        axes[0, col].set_xlabel("")
+    axes[0, 0].set_ylabel(f"{measure}, final layer")
+    axes[1, 0].set_ylabel("test accuracy (exact match)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    fig.legend([unique[s] for s in settings if s in unique], [s for s in settings if s in unique],
+               loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02), fontsize="small",
+               title="training setting")
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    return fig
+
+
 # --- Pythia (claim C7) ---
 
 def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):

@@ -223,6 +223,63 @@ def sensitivity_table(runs: pd.DataFrame, measures=RANKME_VARIANTS) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+def training_setting(run) -> str:
+    """The settings of a run (a row of :func:`load_runs`) that differ from :class:`geomcap.train.TrainConfig`'s
+    defaults for its task, level and steps, as ``"key=value, ..."``; ``"default"`` when none does.
+    Only the fields a sweep may set (:data:`geomcap.sweep.SETTABLE_FIELDS`) are compared."""
+    from geomcap.sweep import SETTABLE_FIELDS
+    from geomcap.train import TrainConfig
+
+    # a namedtuple from itertuples(), or a dict / Series (whose .size is not the preset)
+    get = (lambda key: getattr(run, key)) if hasattr(run, "_fields") else run.__getitem__
+    default = TrainConfig(task=get("task"), level=get("level"), size=get("size"), seed=int(get("seed")),
+                          steps=int(get("steps"))).to_dict()
+    changed = [f"{key}={get(key):g}" for key in sorted(SETTABLE_FIELDS) if not np.isclose(float(get(key)), float(default[key]))]
+    return ", ".join(changed) or "default"
+
+
+def setting_runs(root, baseline_root="") -> pd.DataFrame:
+    """The runs of a sensitivity store (``root``, e.g. data/sensitivity) together with their
+    baselines: the runs of ``baseline_root`` ("" = the committed data/runs, all at the default
+    settings) with the same task, level, size, seed and steps. A ``setting`` column says which
+    settings each run changed from the defaults (:func:`training_setting`)."""
+    changed = load_runs(root)
+    if changed.empty:
+        raise ValueError(f"no complete run in {root}: run scripts/sensitivity_grid.sh")
+    baseline = load_runs(Path(baseline_root) if baseline_root else data_root())
+    keys = [*RUN_KEYS, "steps"]
+    baseline = baseline.merge(changed[keys].drop_duplicates(), on=keys)
+    runs = pd.concat([baseline, changed], ignore_index=True)
+    runs["setting"] = [training_setting(row) for row in runs.itertuples()]
+    return runs.sort_values([*keys, "setting"]).reset_index(drop=True)
+
+
+def setting_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of :func:`setting_runs`: its setting and the events behind claims C1, C2, C5
+    (final-layer RankMe: floor, collapse and recovery steps, the ordering, the precursor gap)."""
+    table = summary_table(runs).merge(runs[["run", "setting"]], on="run")
+    columns = ["task", "level", "size", "seed", "setting", "final_accuracy", "acquisition_step",
+               "rankme_initial_value", "rankme_floor_value", "rankme_floor_step", "rankme_recovery_step",
+               "rankme_collapsed", "ordered_collapse_recovery_acquisition", "rankme_gap_steps", "rankme_is_precursor"]
+    return table[columns]
+
+
+def setting_claims(table: pd.DataFrame) -> pd.DataFrame:
+    """Per setting of :func:`setting_table`: runs, acquired, collapsed, ordered collapse -> recovery ->
+    acquisition (of the acquired), RankMe precursors (of the acquired), and MOD's floor."""
+    rows = []
+    for setting, group in table.groupby("setting", sort=False):
+        acquired = group["acquisition_step"].notna()
+        mod = group[group["task"] == "mod"]["rankme_floor_value"]
+        rows.append({"setting": setting, "runs": len(group), "acquired": int(acquired.sum()),
+                     "collapsed": int(group["rankme_collapsed"].fillna(False).astype(bool).sum()),
+                     "ordered": int(group["ordered_collapse_recovery_acquisition"].fillna(False).astype(bool).sum()),
+                     "rankme_precursors": int(group.loc[acquired, "rankme_is_precursor"].fillna(False).astype(bool).sum()),
+                     "mod_floor": float(mod.mean()) if len(mod) else np.nan})
+    order = ["default"] + sorted(s for s in table["setting"].unique() if s != "default")
+    return pd.DataFrame(rows).set_index("setting").loc[[s for s in order if s in set(table["setting"])]].reset_index()
+
+
 def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Collapse floor (final layer) per task x size: mean and spread over levels and seeds, with run counts."""
     grouped = summary.groupby(["task", "size"], sort=False)

@@ -74,12 +74,13 @@ def _run_one(config: dict, root: str, device: str, threads: int | None) -> tuple
 
 
 def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: int | None = None,
-              progress: bool = True, poll_s: float = 0.5) -> list[RunResult]:
+              progress: bool = True, poll_s: float = 0.5, threads: int | None = None) -> list[RunResult]:
     """Run every config (skipping complete ones) and return one RunResult per config, in order.
 
     With no executor, a local ProcessPoolExecutor with ``workers`` processes
-    (default: one per core) and torch threads = cores // workers in each, so
-    workers do not oversubscribe the CPU.
+    (default: one per core) and ``threads`` torch threads in each (default:
+    cores // workers, so workers do not oversubscribe the CPU; give 1 when other
+    processes share the cores: a multi-threaded step waits for descheduled threads).
     """
     root = Path(root if root is not None else store.default_root())
     configs = list(configs)
@@ -95,7 +96,9 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     own_executor = executor is None
     cores = os.cpu_count() or 1
     workers = workers or cores
-    threads = max(1, cores // workers) if own_executor else None
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    threads = (threads or max(1, cores // workers)) if own_executor else None
     if own_executor and pending:
         executor = ProcessPoolExecutor(max_workers=workers)
     bar = tqdm(total=len(configs), initial=len(configs) - len(pending), disable=not progress, unit="run",
@@ -144,3 +147,28 @@ def parse_steps(text: str) -> int | dict:
     if missing:
         raise ValueError(f"--steps gives no value for level(s): {', '.join(missing)}")
     return mapping
+
+
+#: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper
+#: leaves unstated); the grid's own axes and the measures have their own options.
+SETTABLE_FIELDS = {"lr": float, "weight_decay": float, "beta1": float, "beta2": float, "warmup_steps": int,
+                   "min_lr_ratio": float, "grad_clip": float, "batch_size": int}
+
+
+def parse_settings(items) -> dict:
+    """['warmup_steps=0', 'lr=3e-4'] -> {'warmup_steps': 0, 'lr': 0.0003}: TrainConfig overrides for
+    :func:`grid`. Only :data:`SETTABLE_FIELDS`; a value is converted to the field's type."""
+    settings = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. warmup_steps=0")
+        if key not in SETTABLE_FIELDS:
+            raise ValueError(f"--set {key}: not a settable field; choose from: {', '.join(SETTABLE_FIELDS)}")
+        try:
+            settings[key] = SETTABLE_FIELDS[key](value)
+        except ValueError:
+            kind = "an integer" if SETTABLE_FIELDS[key] is int else "a number"
+            raise ValueError(f"--set {key}: {value!r} is not {kind}") from None
+    return settings
