@@ -433,3 +433,35 @@ def test_chance_corrected_acquisition_ignores_a_lucky_constant_guess():
     np.testing.assert_allclose(events.chance_corrected([0.5, 0.75, 1.0], 0.5), [0.0, 0.5, 1.0])
     with pytest.raises(ValueError):
         events.chance_corrected([0.5], 1.0)
+
+
+def collapse_then_rise_run(rise_step, acquisition_step):
+    """Final-layer RankMe: 8 at step 0, floor 2 at step 20, back to 4 around ``rise_step``;
+    accuracy jumps from 0 to 1 at ``acquisition_step``."""
+    steps = np.arange(0, 1000, 10)
+    rankme = np.where(steps < 20, 8.0 - 0.3 * steps, 2.0 + 2.0 * (steps >= rise_step))
+    accuracy = (steps >= acquisition_step).astype(float)
+    rows = [(s, -1, "accuracy", a) for s, a in zip(steps, accuracy)]
+    rows += [(s, layer, "rankme", r - layer) for s, r in zip(steps, rankme) for layer in (0, 1)]
+    return pd.DataFrame(rows, columns=["step", "layer", "measure", "value"])
+
+
+@pytest.mark.parametrize("rise_step, acquisition_step, expected", [(300, 500, True), (700, 500, False)])
+def test_summarize_run_after_floor_precursor(rise_step, acquisition_step, expected):
+    from geomcap import events
+
+    summary = events.summarize_run(collapse_then_rise_run(rise_step, acquisition_step))
+    whole = summary["precursors"]["rankme"]
+    after = summary["precursors"]["rankme_after_floor"]
+    assert whole["measure_step"] == 10 and whole["is_precursor"]  # the collapse is the largest excursion
+    assert after["measure_step"] == rise_step  # from the floor (step 20) the excursion is the rise
+    assert after["is_precursor"] is expected
+    assert after["gap_steps"] == acquisition_step - rise_step
+
+
+def test_summarize_run_no_after_floor_without_collapse():
+    from geomcap import events
+
+    metrics = collapse_then_rise_run(300, 500)
+    metrics.loc[metrics["measure"] == "rankme", "value"] = 5.0 + metrics["step"] / 1000  # monotone: no collapse
+    assert "rankme_after_floor" not in events.summarize_run(metrics)["precursors"]

@@ -131,3 +131,21 @@ def test_training_setting_names_only_what_changed():
     assert results.training_setting(row) == "default"
     assert results.training_setting({**row, "weight_decay": 0.1}) == "weight_decay=0.1"  # mod's default is 1.0
     assert results.training_setting({**row, "warmup_steps": 0, "lr": 3e-4}) == "lr=0.0003, warmup_steps=0"
+
+
+def test_claims_c5_c6_report_rankme_from_its_floor_onward():
+    import pandas as pd
+    # three acquired runs, all after the floor (hard by the data's rule); from the floor onward
+    # RankMe moves before acquisition in two of them, by 40 and 60 steps
+    summary = pd.DataFrame({
+        "level": ["easy", "hard", "hard"], "acquisition_step": pd.array([100, 500, 900], dtype="Int64"),
+        "rankme_floor_step": pd.array([20, 20, 20], dtype="Int64"),
+        "rankme_is_precursor": [True, True, True], "rankme_gap_steps": pd.array([90, 490, 890], dtype="Int64"),
+        "rankme_after_floor_is_precursor": [False, True, True],
+        "rankme_after_floor_gap_steps": pd.array([-50, 40, 60], dtype="Int64")})
+    c5 = results.claim_c5(summary)
+    assert c5["ours"].endswith("rankme 3/3; rankme from its floor onward 2/3 (median gap 40 steps)")
+    assert c5["value"] == 1.0
+    c6 = results.claim_c6(summary)["ours"]
+    assert "easy 1/1, hard 2/2" in c6
+    assert c6.endswith("from its floor onward: easy 0/1 (median gap -50 steps), hard 2/2 (median gap 50 steps)")

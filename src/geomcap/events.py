@@ -744,7 +744,9 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
     fields), ``order_collapse_recovery_acquisition`` (floor < recovery <=
     acquisition, the paper's C1 ordering; None when an event is missing),
     ``precursors`` ({measure: dict of :class:`Precursor` fields} for the
-    measures of :data:`PRECURSOR_MEASURES` present in the table) and
+    measures of :data:`PRECURSOR_MEASURES` present in the table, plus
+    ``<measure>_after_floor``: the same rule applied to the final layer's series
+    from its collapse floor onward, when it collapsed) and
     ``top_down`` (rho_step, rho_floor, is_top_down, layers, min_step, floor of
     :func:`top_down` on the per-layer RankMe).
     """
@@ -769,6 +771,13 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
     elif acq is not None:
         summary["order_collapse_recovery_acquisition"] = False
 
+    def compare(t):
+        both = t is not None and acq is not None
+        return {"measure_step": t, "acquisition_step": acq,
+                "gap_steps": acq - t if both else None,
+                "gap_checkpoints": int(np.searchsorted(steps, acq) - np.searchsorted(steps, t)) if both else None,
+                "is_precursor": bool(both and t < acq)}
+
     present = set(metrics["measure"].unique())
     for name, layer in PRECURSOR_MEASURES:
         if name not in present:
@@ -777,13 +786,14 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
         m_steps, m_values = tidy_series(metrics, name, layer=layer)
         # costly measures exist on a subset of checkpoints: their transition comes from their own
         # series, acquisition from the full accuracy series, gaps counted on the full checkpoint grid
-        t = transition_step(m_steps, m_values, fraction=fraction, smooth=smooth)
-        both = t is not None and acq is not None
-        summary["precursors"][name] = {
-            "measure_step": t, "acquisition_step": acq,
-            "gap_steps": acq - t if both else None,
-            "gap_checkpoints": int(np.searchsorted(steps, acq) - np.searchsorted(steps, t)) if both else None,
-            "is_precursor": bool(both and t < acq)}
+        summary["precursors"][name] = compare(transition_step(m_steps, m_values, fraction=fraction, smooth=smooth))
+    if c.collapsed:
+        # the early collapse is RankMe's largest excursion, so its transition is (nearly) always the
+        # collapse itself; the same rule from the floor onward asks whether RankMe moves again
+        # (recovery, re-expansion) before behaviour does
+        after = r_steps >= c.floor_step
+        summary["precursors"][f"{measure}_after_floor"] = compare(
+            transition_step(r_steps[after], r_values[after], fraction=fraction, smooth=smooth))
 
     layers, l_steps, values = layer_matrix(metrics, measure)
     td = top_down(l_steps, values, layers=layers, smooth=smooth)

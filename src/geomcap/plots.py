@@ -203,6 +203,14 @@ def probe_curves(metrics, runs, ncols: int = 4):
     return fig
 
 
+def _symlog_gap_axis(ax):
+    """A zero line and a symlog y axis for gaps in steps, with room for the extreme markers."""
+    ax.axhline(0, color="0.3", linewidth=1)
+    ax.set_yscale("symlog", linthresh=10)
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom * 3 if bottom < 0 else bottom, top * 3 if top > 0 else top)
+
+
 def precursor_gaps(summary, measures, classes):
     """Gap (acquisition step - the measure's transition step) per run, one column per measure,
     coloured by difficulty class; points above 0 are precursors. symlog y axis (steps)."""
@@ -222,12 +230,12 @@ def precursor_gaps(summary, measures, classes):
     if len(data):
         sns.stripplot(data=data, x="measure", y="gap", hue="class", dodge=True, jitter=0.2, ax=ax,
                       palette={"hard": "C3", "easy": "C2", "not acquired": "0.6"})
-    ax.axhline(0, color="0.3", linewidth=1)
-    ax.set_yscale("symlog", linthresh=10)
-    bottom, top = ax.get_ylim()
-    ax.set_ylim(bottom, top * 3 if top > 0 else top)  # room for the largest gap's marker
+    _symlog_gap_axis(ax)
     ax.set_ylabel("acquisition - transition (steps)\n> 0: the measure leads")
     ax.set_xlabel("")
+    ax.tick_params(axis="x", labelrotation=20)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     fig.tight_layout()
     return fig
 
@@ -244,10 +252,7 @@ def gap_by_level(summary, classes, measure: str = "rankme"):
     if len(data):
         sns.stripplot(data=data, x="level", y="gap", hue="difficulty", order=["easy", "medium", "hard"],
                       palette={"hard": "C3", "easy": "C2", "not acquired": "0.6"}, jitter=0.25, ax=ax, size=6)
-    ax.axhline(0, color="0.3", linewidth=1)
-    ax.set_yscale("symlog", linthresh=10)
-    bottom, top = ax.get_ylim()
-    ax.set_ylim(bottom, top * 3 if top > 0 else top)  # room for the largest gap's marker
+    _symlog_gap_axis(ax)
     ax.set_xlabel("task level")
     ax.set_ylabel(f"{measure} gap (steps)\n> 0: {measure} leads acquisition")
     ax.legend(title="from the data", fontsize="small")

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from geomcap import events, store
-from geomcap.tasks import chance_accuracy, make_task
+from geomcap.tasks import LEVELS, chance_accuracy, make_task
 
 RUN_KEYS = ("task", "level", "size", "seed")
 
@@ -169,7 +169,7 @@ def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="
     Bad values raise ValueError naming the parameter.
     """
     from geomcap.models import PRESETS
-    from geomcap.tasks import LEVELS, TASKS
+    from geomcap.tasks import TASKS
 
     tasks = check_choices("tasks", tasks, TASKS)
     levels = check_choices("levels", levels, LEVELS)
@@ -354,6 +354,9 @@ def probe_table(metrics: pd.DataFrame, runs: pd.DataFrame, threshold: float = 0.
 
 #: the five measures of the precursor comparison (claim C5), in the paper's order
 PRECURSOR_MEASURES = ("rankme", "grad_rank", "grad_cov_rank", "hessian_top", "llc")
+#: RankMe's transition measured from its collapse floor onward
+#: (:func:`geomcap.events.summarize_run`): does RankMe move again before behaviour does?
+RANKME_AFTER_FLOOR = "rankme_after_floor"
 
 
 def difficulty_class(summary: pd.DataFrame) -> pd.Series:
@@ -383,7 +386,8 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=PREC
         column = f"{measure}_is_precursor"
         if column not in summary:
             continue
-        for group in sorted(groups.dropna().unique()):
+        order = {name: i for i, name in enumerate(LEVELS)}  # levels easy -> hard, other groups by name
+        for group in sorted(groups.dropna().unique(), key=lambda g: (order.get(g, len(order)), g)):
             sel = summary[(groups == group) & summary["acquisition_step"].notna() & summary[column].notna()]
             gaps = pd.to_numeric(sel[f"{measure}_gap_steps"], errors="coerce").dropna()
             n_pre = int(sel[column].astype(bool).sum())
@@ -529,7 +533,14 @@ def claim_c5(summary: pd.DataFrame) -> dict:
         return claim_row("C5", "no acquired hard run")
     parts = [f"{m} {int(hard.loc[m, 'precursor'])}/{int(hard.loc[m, 'runs'])}"
              for m in PRECURSOR_MEASURES if m in hard.index and hard.loc[m, "runs"]]
-    return claim_row("C5", "precursors among runs the data classes hard: " + ", ".join(parts), float(hard.loc["rankme", "rate"]))
+    text = "precursors among runs the data classes hard: " + ", ".join(parts)
+    after = precursor_table(summary, by="difficulty", measures=[RANKME_AFTER_FLOOR])
+    after = after[after["difficulty"] == "hard"]
+    if len(after) and after["runs"].iloc[0]:
+        row = after.iloc[0]
+        text += (f"; rankme from its floor onward {int(row['precursor'])}/{int(row['runs'])} "
+                 f"(median gap {row['median_gap_steps']:.0f} steps)")
+    return claim_row("C5", text, float(hard.loc["rankme", "rate"]))
 
 
 def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
@@ -539,7 +550,13 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     parts = [f"{row.level} {row.precursor}/{row.runs}" for row in table.itertuples() if row.runs]
     rates = table.set_index("level")["rate"]
     gap = rates.get("hard", np.nan) - rates.get("easy", np.nan)
-    return claim_row("C6", f"{measure} precursor rate by level: " + ", ".join(parts), float(gap))
+    text = f"{measure} precursor rate by level: " + ", ".join(parts)
+    after = precursor_table(summary, by="level", measures=[f"{measure}_after_floor"])
+    if len(after) and after["runs"].sum():
+        text += f"; from its floor onward: " + ", ".join(
+            f"{row.level} {row.precursor}/{row.runs} (median gap {row.median_gap_steps:.0f} steps)"
+            for row in after.itertuples() if row.runs)
+    return claim_row("C6", text, float(gap))
 
 
 def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None) -> dict:
