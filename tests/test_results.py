@@ -149,3 +149,20 @@ def test_claims_c5_c6_report_rankme_from_its_floor_onward():
     c6 = results.claim_c6(summary)["ours"]
     assert "easy 1/1, hard 2/2" in c6
     assert c6.endswith("from its floor onward: easy 0/1 (median gap -50 steps), hard 2/2 (median gap 50 steps)")
+
+
+def test_not_acquired_table_diagnoses_memorised_and_underfit():
+    import pandas as pd
+    summary = pd.DataFrame({
+        "task": ["mod", "mod", "parity", "copy"], "level": "easy", "size": "405k", "seed": [0, 1, 0, 0],
+        "steps": 2000, "run": ["m0", "m1", "p0", "c0"], "chance": [0.1, 0.1, 0.5, 0.0],
+        "final_accuracy": [0.08, 0.10, 0.5, 1.0], "acquisition_step": pd.array([None, None, None, 50], dtype="Int64")})
+    metrics = pd.DataFrame({"run": ["m0", "m0", "m1", "p0", "c0"], "measure": "train_accuracy", "layer": -1,
+                            "step": [1000, 2000, 2000, 2000, 2000], "value": [0.5, 1.0, 0.9, 0.52, 1.0]})
+    table = results.not_acquired_table(summary, metrics).set_index("task")
+    assert list(table.index) == ["mod", "parity"]                  # copy was acquired
+    assert table.loc["mod", "not_acquired"] == 2 and table.loc["mod", "runs"] == 2
+    assert table.loc["mod", "train_accuracy"] == pytest.approx(0.95)  # the final step's value per run
+    assert table.loc["mod", "diagnosis"] == "memorised"
+    assert table.loc["parity", "diagnosis"] == "underfit"
+    assert results.not_acquired_table(summary[summary["task"] == "copy"], metrics).empty

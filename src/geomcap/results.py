@@ -292,6 +292,35 @@ def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
+def not_acquired_table(summary: pd.DataFrame, metrics: pd.DataFrame, memorised: float = 0.9) -> pd.DataFrame:
+    """The task x level x size groups with runs that never acquired the task, and why.
+
+    Per group: runs never acquired (of all runs), the step budget, and the means over those runs
+    of the final test accuracy, the final train accuracy (``train_accuracy`` in ``metrics``, on
+    ``train_eval_size`` training prompts) and the best constant answer's accuracy (``chance``).
+    ``diagnosis``: "memorised" when the mean train accuracy is >= ``memorised`` (the training set
+    is fitted, the test set is not: generalisation needs more steps or more data, as in grokking),
+    "underfit" otherwise (the training set itself is not fitted: more steps or a larger model).
+    """
+    missed = summary[summary["acquisition_step"].isna()]
+    columns = ["task", "level", "size", "not_acquired", "runs", "steps", "test_accuracy", "train_accuracy",
+               "chance", "diagnosis"]
+    if missed.empty:
+        return pd.DataFrame(columns=columns)
+    train = metrics[(metrics["measure"] == "train_accuracy") & metrics["run"].isin(missed["run"])]
+    final_train = train.sort_values("step").groupby("run")["value"].last()
+    missed = missed.assign(train_accuracy=missed["run"].map(final_train))
+    keys = ["task", "level", "size"]
+    totals = summary.groupby(keys).size().rename("runs")
+    table = missed.groupby(keys).agg(not_acquired=("run", "count"), steps=("steps", "max"),
+                                     test_accuracy=("final_accuracy", "mean"),
+                                     train_accuracy=("train_accuracy", "mean"), chance=("chance", "mean"))
+    table = table.join(totals).reset_index()
+    table["diagnosis"] = np.where(table["train_accuracy"] >= memorised, "memorised", "underfit")
+    table.loc[table["train_accuracy"].isna(), "diagnosis"] = "no train accuracy"
+    return table[columns]
+
+
 def top_down_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Per task x size: runs, the median Spearman rho of depth vs the step of each layer's RankMe
     minimum (and vs its relative floor), and whether the pair is top-down: median rho_step < 0.
