@@ -65,6 +65,7 @@ def test_train_then_show(tmp_path):
     ("lr", "--set 'lr': expected KEY=VALUE"),
     ("seed=3", "--set seed: not a settable field"),
     ("warmup_steps=ten", "--set warmup_steps: 'ten' is not an integer"),
+    ("answer_order=lsd", "answer_order 'lsd' applies to add, mod, mul only, not 'copy'"),
 ])
 def test_sweep_bad_setting_is_one_line_exit_2(tmp_path, setting, fragment):
     result = run("sweep", "--tasks", "copy", "--levels", "easy", "--set", setting, "--root", str(tmp_path / "runs"))

@@ -131,6 +131,8 @@ def test_training_setting_names_only_what_changed():
     assert results.training_setting(row) == "default"
     assert results.training_setting({**row, "weight_decay": 0.1}) == "weight_decay=0.1"  # mod's default is 1.0
     assert results.training_setting({**row, "warmup_steps": 0, "lr": 3e-4}) == "lr=0.0003, warmup_steps=0"
+    assert results.training_setting({**row, "answer_order": "lsd"}) == "answer_order=lsd"
+    assert results.training_setting({**row, "answer_order": float("nan")}) == "default"  # made before the field
 
 
 def test_claims_c5_c6_report_rankme_from_its_floor_onward():

@@ -280,3 +280,21 @@ def test_chance_accuracy_of_the_best_constant_answer():
     parity = tasks.make_task("parity", "hard")
     assert 0.4 < tasks.chance_accuracy(parity.test_answers) < 0.6
     assert tasks.chance_accuracy(tasks.make_task("copy", "hard").test_answers) < 0.01
+
+
+@pytest.mark.parametrize("task", ["add", "mod", "mul"])
+def test_lsd_answers_are_the_brute_force_answers_reversed(task):
+    data = tasks.make_task(task, "medium", seed=3, n_train=200, n_test=50, answer_order="lsd")
+    for prompts, answers in ((data.train_prompts, data.train_answers), (data.test_prompts, data.test_answers)):
+        for i in range(min(N_CHECK, len(prompts))):
+            prompt = tasks.decode(prompts[i])
+            assert tasks.decode(answers[i]) == brute_force(task, "medium", prompt)[::-1], prompt
+    msd = tasks.make_task(task, "medium", seed=3, n_train=200, n_test=50)
+    assert torch.equal(msd.test_prompts, data.test_prompts)  # same prompts and split, only the answers differ
+
+
+def test_answer_order_errors_name_the_value():
+    with pytest.raises(ValueError, match="unknown answer_order 'backwards'"):
+        tasks.make_task("add", "easy", answer_order="backwards")
+    with pytest.raises(ValueError, match="applies to add, mod, mul only, not 'sort'"):
+        tasks.make_task("sort", "easy", answer_order="lsd")

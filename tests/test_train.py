@@ -115,6 +115,26 @@ def test_default_run_dir_is_the_config_hash(tmp_path, monkeypatch):
     assert len(store.list_runs(tmp_path)) == 1
 
 
+def test_committed_runs_keep_their_names():
+    """The run directory is the hash of TrainConfig.to_dict(): a field added to TrainConfig must
+    not rename the committed runs (ADDED_FIELD_DEFAULTS keeps it out of the dict at its default)."""
+    import json
+
+    from geomcap.results import data_root
+    from geomcap.train import ADDED_FIELD_DEFAULTS
+
+    run_dirs = sorted(d for d in data_root().iterdir() if (d / "config.json").exists())[:10]
+    assert run_dirs, "no committed run to check"
+    for run_dir in run_dirs:
+        config = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+        assert store.config_hash(config.to_dict()) == run_dir.name
+    changed = TrainConfig(task="add", level="easy", answer_order="lsd").to_dict()
+    assert changed["answer_order"] == "lsd" and "answer_order" in ADDED_FIELD_DEFAULTS
+    assert "answer_order" not in TrainConfig(task="add", level="easy").to_dict()
+    with pytest.raises(ValueError, match="applies to add, mod, mul only"):
+        TrainConfig(task="copy", level="easy", answer_order="lsd")
+
+
 KILL_SCRIPT = """
 import sys
 from geomcap.train import TrainConfig, train

@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=None, help="default 0.1 (1.0 for mod)")
+    p.add_argument("--answer-order", default="msd", choices=("msd", "lsd"),
+                   help="digits of add, mod, mul answers: most (msd, default) or least significant first")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training steps (not part of the config hash; equal metrics up to round-off)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -142,7 +144,7 @@ def cmd_train(args) -> int:
     from geomcap.train import TrainConfig, check_writable, resolve_device, train
 
     cfg = TrainConfig(task=args.task, level=args.level, size=args.size, seed=args.seed, steps=args.steps,
-                      batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
+                      batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, answer_order=args.answer_order,
                       measures=args.measures, costly_every=args.costly_every)
     resolve_device(args.device)
     if args.out is not None:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 
@@ -100,6 +101,8 @@ def chance_for(task: str, level: str, seed: int, n_train: int, n_test: int) -> f
 
 
 def run_chance(config: dict) -> float:
+    # the answer order does not enter: reversing every answer's digits is a bijection on answers,
+    # so the most common answer is as common either way
     return chance_for(config["task"], config["level"], int(config["seed"]), int(config["n_train"]),
                       int(config["n_test"]))
 
@@ -232,9 +235,19 @@ def training_setting(run) -> str:
 
     # a namedtuple from itertuples(), or a dict / Series (whose .size is not the preset)
     get = (lambda key: getattr(run, key)) if hasattr(run, "_fields") else run.__getitem__
-    default = TrainConfig(task=get("task"), level=get("level"), size=get("size"), seed=int(get("seed")),
-                          steps=int(get("steps"))).to_dict()
-    changed = [f"{key}={get(key):g}" for key in sorted(SETTABLE_FIELDS) if not np.isclose(float(get(key)), float(default[key]))]
+    default = asdict(TrainConfig(task=get("task"), level=get("level"), size=get("size"), seed=int(get("seed")),
+                                 steps=int(get("steps"))))
+    changed = []
+    for key in sorted(SETTABLE_FIELDS):
+        try:
+            value = get(key)
+        except (AttributeError, KeyError):  # a field added after this store's runs were made
+            continue
+        if SETTABLE_FIELDS[key] is str:
+            if isinstance(value, str) and value != default[key]:  # NaN: a run made before the field existed
+                changed.append(f"{key}={value}")
+        elif not np.isclose(float(value), float(default[key])):
+            changed.append(f"{key}={value:g}")
     return ", ".join(changed) or "default"
 
 

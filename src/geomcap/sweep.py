@@ -152,7 +152,7 @@ def parse_steps(text: str) -> int | dict:
 #: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper
 #: leaves unstated); the grid's own axes and the measures have their own options.
 SETTABLE_FIELDS = {"lr": float, "weight_decay": float, "beta1": float, "beta2": float, "warmup_steps": int,
-                   "min_lr_ratio": float, "grad_clip": float, "batch_size": int}
+                   "min_lr_ratio": float, "grad_clip": float, "batch_size": int, "answer_order": str}
 
 
 def parse_settings(items) -> dict:

@@ -28,6 +28,10 @@ Level table (``LEVEL_TABLE``; n = digits per operand unless stated)::
 
     mod: a, b in [0, p) written with w = len(str(p - 1)) digits (w = 2 at all levels).
 
+Answers are written most significant digit first. ``make_task(..., answer_order="lsd")``
+reverses the answer digits of add, mod and mul (a format the paper does not state;
+the book's sensitivity page measures what it changes).
+
 Prompt and answer lengths that follow (prompt_len, answer_len)::
 
     copy, reverse (n+2, n)   compare (2n+3, 1)   parity (n+2, 1)   add (2n+3, n+1)
@@ -146,6 +150,21 @@ def check_task_level(task: str, level: str) -> None:
         raise ValueError(f"unknown level {level!r}; choose one of: {', '.join(LEVELS)}")
 
 
+#: the order of an arithmetic answer's digits: "msd" (most significant first, as written; the
+#: default) or "lsd" (least significant first, the order in which carries are computed)
+ANSWER_ORDERS = ("msd", "lsd")
+#: the tasks whose answer is a number, the only ones where "lsd" is a different format of the same task
+NUMERIC_ANSWER_TASKS = ("add", "mod", "mul")
+
+
+def check_answer_order(task: str, answer_order: str) -> None:
+    """Raise ValueError (one line) for an unknown answer order, or "lsd" on a non-numeric task."""
+    if answer_order not in ANSWER_ORDERS:
+        raise ValueError(f"unknown answer_order {answer_order!r}; choose one of: {', '.join(ANSWER_ORDERS)}")
+    if answer_order == "lsd" and task not in NUMERIC_ANSWER_TASKS:
+        raise ValueError(f"answer_order 'lsd' applies to {', '.join(NUMERIC_ANSWER_TASKS)} only, not {task!r}")
+
+
 def level_params(task: str, level: str) -> dict:
     """The (task, level) row of ``LEVEL_TABLE``, as a fresh dict."""
     check_task_level(task, level)
@@ -234,13 +253,16 @@ class TaskData:
 
 
 def make_task(task: str, level: str, seed: int = 0, n_train: int = 100_000,
-              n_test: int = 512) -> TaskData:
+              n_test: int = 512, answer_order: str = "msd") -> TaskData:
     """Generate the train and test sets of one (task, level); see the module docstring for the split.
 
     n_train and n_test are upper bounds: small prompt spaces give fewer rows,
     and mod ignores both (half of all p*p pairs train, the rest test).
+    answer_order "lsd" writes the answers of add, mod and mul least significant
+    digit first (the prompts and the split are unchanged; see :data:`ANSWER_ORDERS`).
     """
     check_task_level(task, level)
+    check_answer_order(task, answer_order)
     for name, value in (("seed", seed), ("n_train", n_train), ("n_test", n_test)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
@@ -261,6 +283,8 @@ def make_task(task: str, level: str, seed: int = 0, n_train: int = 100_000,
 
     train_p, train_a = tensor(_prompts(task, params, train_d)), tensor(_answers(task, params, train_d))
     test_p, test_a = tensor(_prompts(task, params, test_d)), tensor(_answers(task, params, test_d))
+    if answer_order == "lsd":
+        train_a, test_a = train_a.flip(1), test_a.flip(1)
     return TaskData(task, level, int(seed), params, train_p, train_a, test_p, test_a)
 
 

@@ -58,6 +58,10 @@ WEIGHT_DECAY_BY_TASK = {"mod": 1.0}
 DEFAULT_WEIGHT_DECAY = 0.1
 
 
+#: TrainConfig fields added after runs were committed, with their defaults (see TrainConfig.to_dict)
+ADDED_FIELD_DEFAULTS = {"answer_order": "msd"}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that determines a run's metrics (its hash names the run directory)."""
@@ -83,6 +87,7 @@ class TrainConfig:
     measures: tuple[str, ...] = ()
     costly_every: int = 4
     dynamics_size: int = 256
+    answer_order: str = "msd"          # "lsd": add, mod, mul answers least significant digit first
 
     def __post_init__(self):
         tasks.check_task_level(self.task, self.level)
@@ -97,6 +102,7 @@ class TrainConfig:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr!r}")
+        tasks.check_answer_order(self.task, self.answer_order)
         unknown = [m for m in self.measures if m not in COSTLY_MEASURES]
         if unknown:
             raise ValueError(f"unknown measure {unknown[0]!r}; choose from: {', '.join(COSTLY_MEASURES)}")
@@ -110,6 +116,11 @@ class TrainConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["measures"] = list(self.measures)
+        # fields added after the first committed runs enter the dict (and so the run's hash) only
+        # when they differ from their default, so that those runs keep their names
+        for name, default in ADDED_FIELD_DEFAULTS.items():
+            if d[name] == default:
+                del d[name]
         return d
 
     @classmethod
@@ -301,7 +312,8 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     dev = resolve_device(device)
     run_dir.mkdir(parents=True, exist_ok=True)
 
-    data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test)
+    data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
+                           answer_order=cfg.answer_order)
     max_len = data.prompt_len + data.answer_len - 1
     torch.manual_seed(cfg.seed)
     model = build(cfg.size, tasks.VOCAB_SIZE)
