@@ -120,6 +120,9 @@ def test_setting_runs_pair_each_change_with_its_baseline(store_root, tmp_path):
     assert len(table) == 3 and "rankme_floor_value" in table.columns
     claims = results.setting_claims(table)
     assert list(claims["runs"]) == [1, 1, 1] and claims["mod_floor"].isna().all()
+    by_task = results.setting_by_task(table)
+    assert list(by_task["setting"]) == ["batch_size=16", "batch_size=16, lr=0.01", "batch_size=16, warmup_steps=2"]
+    assert (by_task["runs"] == 1).all() and by_task["floor"].notna().all()
     with pytest.raises(ValueError, match="no complete run"):
         results.setting_runs(tmp_path / "empty", baseline_root=store_root)
 

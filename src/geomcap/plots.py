@@ -323,8 +323,10 @@ def setting_curves(metrics, runs, measure: str = "rankme"):
         axes[0, col].set_xlabel("")
     axes[0, 0].set_ylabel(f"{measure}, final layer")
     axes[1, 0].set_ylabel("test accuracy (exact match)")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
+    unique = {}  # one entry per setting, from whichever panel has it (not every task has every setting)
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            unique.setdefault(label, handle)
     fig.legend([unique[s] for s in settings if s in unique], [s for s in settings if s in unique],
                loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02), fontsize="small",
                title="training setting")

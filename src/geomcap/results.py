@@ -293,6 +293,22 @@ def setting_claims(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("setting").loc[[s for s in order if s in set(table["setting"])]].reset_index()
 
 
+def setting_by_task(table: pd.DataFrame) -> pd.DataFrame:
+    """Per task and setting of :func:`setting_table` (over seeds): runs, runs acquired, and the
+    medians of the final layer's RankMe floor, its step, and the acquisition step (of the acquired
+    runs). The default setting first within each task."""
+    rows = []
+    for (task, setting), group in table.groupby(["task", "setting"], sort=False):
+        acquisition = pd.to_numeric(group["acquisition_step"], errors="coerce").dropna()
+        rows.append({"task": task, "setting": setting, "runs": len(group), "acquired": len(acquisition),
+                     "floor": float(group["rankme_floor_value"].astype(float).median()),
+                     "floor_step": float(pd.to_numeric(group["rankme_floor_step"], errors="coerce").median()),
+                     "acquisition_step": float(acquisition.median()) if len(acquisition) else np.nan})
+    out = pd.DataFrame(rows)
+    out["_order"] = out["setting"] != "default"
+    return out.sort_values(["task", "_order", "setting"]).drop(columns="_order").reset_index(drop=True)
+
+
 def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Collapse floor (final layer) per task x size: mean and spread over levels and seeds, with run counts."""
     grouped = summary.groupby(["task", "size"], sort=False)
