@@ -557,7 +557,7 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
     Returns ``{"run_dirs": {benchmark: path}, "stored": [revisions computed now],
     "skipped": {revision: reason}, "seconds": {revision: seconds}}``.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     source = check_model(model)
     benchmarks = check_benchmarks(benchmarks)
@@ -759,7 +759,7 @@ def build_standin(out, steps: int = 300, layers: int = 2, width: int = 64, heads
         net.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
 
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     t_train = time.perf_counter()
     save(0)

@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
 from geomcap import store
 from geomcap.tasks import LEVELS, TASKS

@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
 from geomcap import geometry, probes, store, tasks
 from geomcap.models import answer_logits, answer_loss, build, check_preset, count_parameters
