@@ -440,12 +440,13 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=PREC
     median gap in steps. ``by``: "difficulty" (:func:`difficulty_class`) or "level"."""
     groups = difficulty_class(summary) if by == "difficulty" else summary[by]
     rows = []
+    order = {name: i for i, name in enumerate(LEVELS)}  # levels easy -> hard, other groups by name
+    ordered_groups = sorted(groups.dropna().unique(), key=lambda g: (order.get(g, len(order)), g))
     for measure in measures:
         column = f"{measure}_is_precursor"
         if column not in summary:
             continue
-        order = {name: i for i, name in enumerate(LEVELS)}  # levels easy -> hard, other groups by name
-        for group in sorted(groups.dropna().unique(), key=lambda g: (order.get(g, len(order)), g)):
+        for group in ordered_groups:
             sel = summary[(groups == group) & summary["acquisition_step"].notna() & summary[column].notna()]
             gaps = pd.to_numeric(sel[f"{measure}_gap_steps"], errors="coerce").dropna()
             n_pre = int(sel[column].astype(bool).sum())
@@ -585,17 +586,15 @@ def claim_c4(probes: pd.DataFrame) -> dict:
 
 
 def claim_c5(summary: pd.DataFrame) -> dict:
-    table = precursor_table(summary, by="difficulty")
+    table = precursor_table(summary, by="difficulty", measures=[*PRECURSOR_MEASURES, RANKME_AFTER_FLOOR])
     hard = table[table["difficulty"] == "hard"].set_index("measure") if len(table) else table
     if hard.empty or "rankme" not in hard.index:
         return claim_row("C5", "no acquired hard run")
     parts = [f"{m} {int(hard.loc[m, 'precursor'])}/{int(hard.loc[m, 'runs'])}"
              for m in PRECURSOR_MEASURES if m in hard.index and hard.loc[m, "runs"]]
     text = "precursors among runs the data classes hard: " + ", ".join(parts)
-    after = precursor_table(summary, by="difficulty", measures=[RANKME_AFTER_FLOOR])
-    after = after[after["difficulty"] == "hard"]
-    if len(after) and after["runs"].iloc[0]:
-        row = after.iloc[0]
+    if RANKME_AFTER_FLOOR in hard.index and hard.loc[RANKME_AFTER_FLOOR, "runs"]:
+        row = hard.loc[RANKME_AFTER_FLOOR]
         text += (f"; rankme from its floor onward {int(row['precursor'])}/{int(row['runs'])} "
                  f"(median gap {row['median_gap_steps']:.0f} steps)")
     return claim_row("C5", text, float(hard.loc["rankme", "rate"]))
@@ -611,7 +610,7 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     text = f"{measure} precursor rate by level: " + ", ".join(parts)
     after = precursor_table(summary, by="level", measures=[f"{measure}_after_floor"])
     if len(after) and after["runs"].sum():
-        text += f"; from its floor onward: " + ", ".join(
+        text += "; from its floor onward: " + ", ".join(
             f"{row.level} {row.precursor}/{row.runs} (median gap {row.median_gap_steps:.0f} steps)"
             for row in after.itertuples() if row.runs)
     return claim_row("C6", text, float(gap))

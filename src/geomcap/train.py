@@ -58,10 +58,6 @@ WEIGHT_DECAY_BY_TASK = {"mod": 1.0}
 DEFAULT_WEIGHT_DECAY = 0.1
 
 
-#: TrainConfig fields added after runs were committed, with their defaults (see TrainConfig.to_dict)
-ADDED_FIELD_DEFAULTS = {"answer_order": "msd"}
-
-
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that determines a run's metrics (its hash names the run directory)."""
@@ -129,6 +125,10 @@ class TrainConfig:
         kwargs = {k: v for k, v in d.items() if k in names}
         kwargs["measures"] = tuple(kwargs.get("measures", ()))
         return cls(**kwargs)
+
+
+#: TrainConfig fields added after runs were committed, with their defaults (see TrainConfig.to_dict)
+ADDED_FIELD_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.name in ("answer_order",)}
 
 
 def checkpoint_steps(steps: int, n_log: int = 20, n_linear: int = 40) -> np.ndarray:
