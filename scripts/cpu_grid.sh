@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
-# The CPU-scale reproduction committed under data/runs (see data/README.md).
-# Resumable: rerun the same script and finished runs are reused, interrupted
-# ones resume from their last checkpoint. Two worker processes (one per core).
+# The CPU-scale re-run under the stated protocol (dense checkpoints, redefined levels, depth
+# variants, early stop after acquisition), committed under data/runs-v2 (see data/README.md).
+# Resumable: rerun the same script and finished runs are reused, interrupted ones resume from
+# their last checkpoint. Two worker processes with one thread each (one per core).
+#   ROOT          run store (default data/runs-v2)
+#   STAGES        which stages to run, e.g. "1 2" (default: all, in order)
+#   COSTLY_TASKS  tasks whose hard level gets the costly measures in stage 6 (default add,mod,mul)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GEOMCAP=${GEOMCAP:-.venv/bin/geomcap}
-ROOT=${ROOT:-data/runs}
-STEPS="easy=2000,medium=4000,hard=3000"
+ROOT=${ROOT:-data/runs-v2}
+STAGES=${STAGES:-1 2 3 4 5 6}
+COSTLY_TASKS=${COSTLY_TASKS:-add,mod,mul}
+STEPS="easy=2000,medium=4000,hard=8000"
+sweep() { "$GEOMCAP" sweep --steps "$STEPS" --root "$ROOT" --workers 2 --threads 1 --quiet "$@"; }
 
-# 1. seed 0 of every task x level on the smallest preset; the easy and hard levels
-#    also record the costly training-dynamics measures (every 4th checkpoint)
-"$GEOMCAP" sweep --tasks all --levels medium --sizes 405k --seeds 0 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
-"$GEOMCAP" sweep --tasks all --levels easy,hard --sizes 405k --seeds 0 --steps "$STEPS" --root "$ROOT" --workers 2 \
-    --measures grad_rank,grad_cov_rank,hessian,llc --quiet
-# 2. the second preset on the hard level of every task, seed 0 (the first preset with three
-#    blocks, so the first where the top-down ordering of C3 can be graded)
-"$GEOMCAP" sweep --tasks all --levels hard --sizes 1.3m --seeds 0 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
-# 3. two more seeds of the whole grid on the smallest preset
-"$GEOMCAP" sweep --tasks all --levels all --sizes 405k --seeds 1,2 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
-# 4. a second seed of the second preset
-"$GEOMCAP" sweep --tasks all --levels hard --sizes 1.3m --seeds 1 --steps "$STEPS" --root "$ROOT" --workers 2 --quiet
+for stage in $STAGES; do
+  case $stage in
+    # 1. the pilot: seed 0 of every task x level on the smallest preset, the least certain levels first
+    1) sweep --tasks parity,mul,mod,add --levels hard,easy,medium --sizes 405k --seeds 0
+       sweep --tasks copy,reverse,compare,sort --levels all --sizes 405k --seeds 0 ;;
+    # 2. the depth variant of the smallest preset (6 blocks): every task x level, seed 0
+    2) sweep --tasks all --levels all --sizes 405k-deep --seeds 0 ;;
+    # 3. two more seeds of the smallest preset
+    3) sweep --tasks all --levels all --sizes 405k --seeds 1,2 ;;
+    # 4. the second preset, hard level, two seeds (for C8), and a second seed of the depth variant
+    4) sweep --tasks all --levels hard --sizes 1.3m --seeds 0,1
+       sweep --tasks all --levels hard --sizes 405k-deep --seeds 1 ;;
+    # 5. the deeper variant of the second preset (8 blocks), hard level, seed 0
+    5) sweep --tasks all --levels hard --sizes 1.3m-deep --seeds 0 ;;
+    # 6. the costly training-dynamics measures on three seeds of the hard levels that plateau
+    6) sweep --tasks "$COSTLY_TASKS" --levels hard --sizes 405k --seeds 0,1,2 \
+           --measures grad_rank,grad_cov_rank,hessian,llc ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+done

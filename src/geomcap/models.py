@@ -17,6 +17,18 @@ preset     layers  width  heads  parameters
 ``151m``   12      1024   16     ~151M
 =========  ======  =====  =====  =============
 
+Two depth variants sit beside them (``DEPTH_PRESETS``), about as many
+parameters as the two smallest presets but with at least six blocks, so the
+top-down ordering of the collapse (which needs four or more informative
+layers) can be tested at CPU scale:
+
+==============  ======  =====  =====  =============
+preset          layers  width  heads  parameters
+==============  ======  =====  =====  =============
+``405k-deep``   6       72     4      ~0.38M
+``1.3m-deep``   8       120    6      ~1.39M
+==============  ======  =====  =====  =============
+
 (``geomcap presets`` prints the exact counts.) Dropout is 0 everywhere:
 the LLC estimator puts the model in train mode, and the measures must see
 the same function in train and eval mode.
@@ -62,10 +74,19 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
+#: deeper, narrower variants of the two smallest presets (same parameter budget, >= 6 blocks)
+DEPTH_PRESETS: dict[str, ModelConfig] = {
+    "405k-deep": ModelConfig(n_layer=6, d_model=72, n_head=4),
+    "1.3m-deep": ModelConfig(n_layer=8, d_model=120, n_head=6),
+}
+#: every model that ``build`` accepts: the six presets, then the depth variants
+ALL_PRESETS: dict[str, ModelConfig] = {**PRESETS, **DEPTH_PRESETS}
+
+
 def check_preset(preset: str) -> None:
     """Raise ValueError with one clear line when ``preset`` is not a preset name."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown size {preset!r}; choose one of: {', '.join(PRESETS)}")
+    if preset not in ALL_PRESETS:
+        raise ValueError(f"unknown size {preset!r}; choose one of: {', '.join(ALL_PRESETS)}")
 
 
 class CausalSelfAttention(nn.Module):
@@ -137,12 +158,14 @@ class GPT(nn.Module):
         """Number of hidden-state matrices returned with ``return_hidden`` (layers + embeddings)."""
         return self.cfg.n_layer + 1
 
-    def forward(self, idx: torch.Tensor, return_hidden: bool = False):
+    def forward(self, idx: torch.Tensor, return_hidden: bool = False, return_residual: bool = False):
         """idx: (B, T) int64 with T <= block_size.
 
         Returns logits (B, T, vocab_size), and with ``return_hidden`` also
         the list of n_layer + 1 hidden states (B, T, d_model) described in
-        the module docstring.
+        the module docstring. With ``return_hidden`` and ``return_residual``
+        a third item: the last block's residual stream (B, T, d_model) before
+        the final LayerNorm (the list's last entry is after it).
         """
         B, T = idx.shape
         if T > self.cfg.block_size:
@@ -153,10 +176,13 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
             hidden.append(x)
+        residual = x
         x = self.ln_f(x)
         hidden[-1] = x
         logits = self.lm_head(x)
-        return (logits, hidden) if return_hidden else logits
+        if not return_hidden:
+            return logits
+        return (logits, hidden, residual) if return_residual else (logits, hidden)
 
 
 def build(preset: str, vocab_size: int) -> GPT:
@@ -164,7 +190,7 @@ def build(preset: str, vocab_size: int) -> GPT:
     check_preset(preset)
     if vocab_size < 1:
         raise ValueError(f"vocab_size must be positive, got {vocab_size}")
-    return GPT(PRESETS[preset], vocab_size)
+    return GPT(ALL_PRESETS[preset], vocab_size)
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -175,7 +201,7 @@ def count_parameters(model: nn.Module) -> int:
 def preset_table(vocab_size: int) -> list[dict]:
     """One row per preset: name, layers, width, heads, parameters (exact, counted on a built model)."""
     rows = []
-    for name, cfg in PRESETS.items():
+    for name, cfg in ALL_PRESETS.items():
         with torch.device("meta"):  # count without allocating 151M parameters
             model = GPT(cfg, vocab_size)
         rows.append({"preset": name, "layers": cfg.n_layer, "width": cfg.d_model,
@@ -185,7 +211,7 @@ def preset_table(vocab_size: int) -> list[dict]:
 
 def model_config_dict(preset: str) -> dict:
     check_preset(preset)
-    return asdict(PRESETS[preset])
+    return asdict(ALL_PRESETS[preset])
 
 
 # --- teacher-forced answers -------------------------------------------------
@@ -201,13 +227,16 @@ def answer_inputs(prompts: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
 
 
 def answer_logits(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor,
-                  return_hidden: bool = False):
-    """Logits over the answer tokens, (B, Ta, V); with ``return_hidden`` also the hidden states."""
+                  return_hidden: bool = False, return_residual: bool = False):
+    """Logits over the answer tokens, (B, Ta, V); with ``return_hidden`` also the hidden states
+    (and with ``return_residual`` the last block's pre-LayerNorm residual, see ``GPT.forward``)."""
     Tp, Ta = prompts.shape[1], answers.shape[1]
-    out = model(answer_inputs(prompts, answers), return_hidden=return_hidden)
-    logits, hidden = out if return_hidden else (out, None)
-    logits = logits[:, Tp - 1: Tp - 1 + Ta]
-    return (logits, hidden) if return_hidden else logits
+    inputs = answer_inputs(prompts, answers)
+    out = (model(inputs, return_hidden=True, return_residual=True) if return_hidden and return_residual
+           else model(inputs, return_hidden=return_hidden))
+    if not return_hidden:
+        return out[:, Tp - 1: Tp - 1 + Ta]
+    return (out[0][:, Tp - 1: Tp - 1 + Ta], *out[1:])
 
 
 def answer_loss(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor,

@@ -15,8 +15,19 @@ batch              128 sequences; gradient norm clipped at 1.0
 precision          float32 on CPU; bf16 autocast on CUDA (float32 master weights)
 =================  ============================================================
 
-Checkpoints (``checkpoint_steps``) are dense and log-spaced early -- the
-collapse happens in the first few percent of training -- and linear later.
+Checkpoints (``checkpoint_steps``): every step over the first ``dense_steps``
+(128) -- the collapse happens there, and a floor that falls between two
+checkpoints cannot be located -- then ``n_linear_checkpoints`` (150) evenly
+spaced up to ``steps``. (The first grid used ~20 log-spaced plus 40 linear
+checkpoints; its configs say so with ``dense_steps = 0``.)
+
+Early stop: with ``stop_margin`` set, a run stops at the first checkpoint at
+or after ``acquisition + max(stop_margin * acquisition, stop_min_steps)``
+(acquisition: chance-corrected test accuracy > 0.5 at 3 consecutive
+checkpoints, decided on the checkpoints seen so far). The learning-rate
+schedule and the checkpoints are fixed by ``steps``, so everything before the
+stop is what the full run would have recorded; status.json says ``stopped_at``.
+
 At every checkpoint the run records (tidy rows ``step, layer, measure, value``):
 
 * ``loss``, ``train_accuracy`` -- on a fixed batch of training examples;
@@ -26,12 +37,21 @@ At every checkpoint the run records (tidy rows ``step, layer, measure, value``):
 * per layer, from the hidden states of the fixed probe batch (the first
   ``probe_size`` test prompts): ``rankme`` (the primary measure: uncentred,
   answer position), and for the sensitivity analysis ``rankme_centred``
-  (answer position, centred), ``rankme_all_positions`` (every position of
-  every probe sequence stacked), ``rankme_mean_pooled`` (mean over positions);
-  ``probe_accuracy`` (linear probe to the first answer token).
+  (answer position, centred), and, at the checkpoints of ``variant_steps``
+  only (their SVDs cost ten times the rest of the geometry),
+  ``rankme_all_positions`` (every position of every probe sequence stacked)
+  and ``rankme_mean_pooled`` (mean over positions);
+  ``probe_accuracy`` (linear probe to the first answer token);
+  ``mean_energy_share`` (``geometry.mean_energy_share`` at the answer position:
+  how much of the uncentred energy the mean direction carries);
+* at layer L (the last): ``rankme_residual``, ``rankme_centred_residual`` and
+  ``mean_energy_share_residual`` of the last block's residual stream *before*
+  the final LayerNorm (layers 1..L-1 are pre-LayerNorm residuals, layer L is
+  after it: these make the last block comparable with the others).
 
-With ``measures`` the costly training-dynamics measures run on every
-``costly_every``-th checkpoint (and the last), on a fixed batch of
+With ``measures`` the costly training-dynamics measures run on a subset of the
+checkpoints (``costly_steps``: powers of two over the dense part, then every
+``costly_every``-th linear checkpoint, and the last), on a fixed batch of
 ``dynamics_size`` training examples: ``grad_rank``, ``grad_cov_rank``,
 ``hessian_top`` and ``llc`` (see ``geomcap.dynamics``).
 """
@@ -50,7 +70,7 @@ import torch
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
-from geomcap import geometry, probes, store, tasks
+from geomcap import events, geometry, probes, store, tasks
 from geomcap.models import answer_logits, answer_loss, build, check_preset, count_parameters
 
 COSTLY_MEASURES = ("grad_rank", "grad_cov_rank", "hessian", "llc")
@@ -74,8 +94,9 @@ class TrainConfig:
     warmup_steps: int | None = None    # None -> min(100, steps // 10)
     min_lr_ratio: float = 0.1
     grad_clip: float = 1.0
-    n_log_checkpoints: int = 20
-    n_linear_checkpoints: int = 40
+    n_log_checkpoints: int = 0
+    n_linear_checkpoints: int = 150
+    dense_steps: int = 128             # a checkpoint at every step up to here
     n_train: int = 100_000
     n_test: int = 512
     probe_size: int = 512
@@ -84,11 +105,14 @@ class TrainConfig:
     costly_every: int = 4
     dynamics_size: int = 256
     answer_order: str = "msd"          # "lsd": add, mod, mul answers least significant digit first
+    task_params: dict | None = None    # None -> tasks.LEVEL_TABLE[task][level]
+    stop_margin: float | None = 1.0    # None: train all `steps`; see the module docstring
+    stop_min_steps: int = 500
 
     def __post_init__(self):
         tasks.check_task_level(self.task, self.level)
         check_preset(self.size)
-        positive = ("steps", "batch_size", "n_log_checkpoints", "n_linear_checkpoints", "n_train",
+        positive = ("steps", "batch_size", "n_linear_checkpoints", "n_train",
                     "n_test", "probe_size", "train_eval_size", "costly_every", "dynamics_size")
         for name in positive:
             value = getattr(self, name)
@@ -96,6 +120,12 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        for name in ("n_log_checkpoints", "dense_steps", "stop_min_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if self.stop_margin is not None and not (math.isfinite(self.stop_margin) and self.stop_margin >= 0):
+            raise ValueError(f"stop_margin must be None or a finite number >= 0, got {self.stop_margin!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr!r}")
         tasks.check_answer_order(self.task, self.answer_order)
@@ -108,37 +138,77 @@ class TrainConfig:
         if self.warmup_steps is None:
             object.__setattr__(self, "warmup_steps", min(100, self.steps // 10))
         object.__setattr__(self, "measures", tuple(sorted(set(self.measures))))
+        params = tasks.level_params(self.task, self.level) if self.task_params is None else self.task_params
+        object.__setattr__(self, "task_params", tasks.check_params(self.task, params))
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["measures"] = list(self.measures)
         # fields added after the first committed runs enter the dict (and so the run's hash) only
-        # when they differ from their default, so that those runs keep their names
-        for name, default in ADDED_FIELD_DEFAULTS.items():
-            if d[name] == default:
+        # when they differ from the value those runs used, so that those runs keep their names
+        for name, value in legacy_values(self.task, self.level).items():
+            if d[name] == value:
                 del d[name]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """The config a config.json (or ``to_dict``) describes; a field it lacks takes the value
+        of the runs written before that field existed (:func:`legacy_values`)."""
         names = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in d.items() if k in names}
+        kwargs = {**legacy_values(d["task"], d["level"]), **{k: v for k, v in d.items() if k in names}}
         kwargs["measures"] = tuple(kwargs.get("measures", ()))
         return cls(**kwargs)
 
 
-#: TrainConfig fields added after runs were committed, with their defaults (see TrainConfig.to_dict)
-ADDED_FIELD_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.name in ("answer_order",)}
+def legacy_values(task: str, level: str) -> dict:
+    """Fields added after the first grid, with the values that grid's runs used."""
+    return {"answer_order": "msd", "dense_steps": 0, "stop_margin": None, "stop_min_steps": 500,
+            "task_params": tasks.level_params(task, level, legacy=True)}
 
 
-def checkpoint_steps(steps: int, n_log: int = 20, n_linear: int = 40) -> np.ndarray:
-    """Checkpoint schedule: 0, ~n_log log-spaced steps in [1, steps/10], and n_linear evenly spaced steps up to ``steps``.
+def checkpoint_steps(steps: int, n_log: int = 0, n_linear: int = 150, dense: int = 128) -> np.ndarray:
+    """Checkpoint schedule: every step in [0, dense], ~n_log log-spaced steps in [1, steps/10],
+    and n_linear evenly spaced steps from ``dense`` to ``steps``.
 
-    Returns sorted unique ints, always including 0 and ``steps``.
+    Returns sorted unique ints, always including 0 and ``steps``. The first grid's
+    schedule is ``n_log=20, n_linear=40, dense=0``.
     """
-    log_part = np.unique(np.round(np.logspace(0, np.log10(max(steps / 10, 1)), n_log)).astype(int))
-    linear_part = np.round(np.linspace(0, steps, n_linear + 1)).astype(int)
-    return np.unique(np.concatenate([[0], log_part, linear_part, [steps]]).clip(0, steps))
+    dense = min(dense, steps)
+    log_part = (np.round(np.logspace(0, np.log10(max(steps / 10, 1)), n_log)).astype(int)
+                if n_log else np.zeros(0, dtype=int))
+    linear_part = np.round(np.linspace(dense, steps, n_linear + 1)).astype(int)
+    return np.unique(np.concatenate([np.arange(dense + 1), log_part, linear_part, [steps]]).clip(0, steps))
+
+
+def costly_steps(schedule: np.ndarray, every: int, dense: int) -> set[int]:
+    """Checkpoints that get the costly measures: powers of two (and 0) up to ``dense``, then every
+    ``every``-th later checkpoint, and the last (with ``dense = 0``: every ``every``-th checkpoint,
+    the first grid's rule)."""
+    schedule = np.asarray(schedule)
+    if dense == 0:
+        return set(schedule[::every].tolist()) | {int(schedule[-1])}
+    early = {0} | {2**k for k in range(int(math.log2(dense)) + 1)}
+    late = schedule[schedule > dense][::every]
+    return ({int(s) for s in schedule if s in early} | set(late.tolist()) | {int(schedule[-1])})
+
+
+def variant_steps(schedule: np.ndarray, dense: int) -> set[int]:
+    """Checkpoints that get every RankMe variant: all of them with ``dense = 0`` (the first grid),
+    else 0, the powers of two up to ``dense``, every other later checkpoint, and the last."""
+    schedule = np.asarray(schedule)
+    if dense == 0:
+        return set(schedule.tolist())
+    early = {0} | {2**k for k in range(int(math.log2(dense)) + 1)}
+    return ({int(s) for s in schedule if s in early} | set(schedule[schedule > dense][::2].tolist())
+            | {int(schedule[-1])})
+
+
+def stop_step(acquisition: int, cfg: "TrainConfig") -> int | None:
+    """The step at or after which a run acquired at ``acquisition`` may stop (None: never)."""
+    if cfg.stop_margin is None:
+        return None
+    return acquisition + max(int(math.ceil(cfg.stop_margin * acquisition)), cfg.stop_min_steps)
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -174,22 +244,25 @@ def _scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: in
     Chunks of the training batch size keep evaluation's memory footprint that
     of a training step (one big forward would make the allocator hand memory
     back and forth, which slows the next training steps). With
-    ``keep_hidden = n`` also the hidden states of the first n rows.
+    ``keep_hidden = n`` also the hidden states of the first n rows: the model's
+    n_layer + 1 hidden states, then the last block's pre-LayerNorm residual.
     """
     logits, hidden = [], []
     for i in range(0, prompts.shape[0], chunk):
         p, a = prompts[i:i + chunk].to(device), answers[i:i + chunk].to(device)
         with _autocast(device):
-            out, states = answer_logits(model, p, a, return_hidden=True)
+            out, states, residual = answer_logits(model, p, a, return_hidden=True, return_residual=True)
         logits.append(out.float().cpu())
         if i < keep_hidden:
-            hidden.append([h[: keep_hidden - i].float().cpu() for h in states])
+            hidden.append([h[: keep_hidden - i].float().cpu() for h in (*states, residual)])
     hidden = [torch.cat(layer) for layer in zip(*hidden)] if hidden else []
     return torch.cat(logits), hidden
 
 
-def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device) -> tuple[list, float]:
-    """Model-level measures and per-layer geometry at one checkpoint.
+def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device,
+             variants: bool = True) -> tuple[list, float]:
+    """Model-level measures and per-layer geometry at one checkpoint (``variants``: also the
+    all-positions and mean-pooled RankMe).
 
     Returns (rows without the step column: (layer, measure, value)), seconds spent on geometry).
     """
@@ -211,12 +284,15 @@ def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device
 
     t0 = time.perf_counter()
     with threadpool_limits(limits=1, user_api="blas"):
-        rows += _geometry_rows(hidden, data.answer_position, te_a[:n_probe, 0].numpy(), cfg.seed)
+        rows += _geometry_rows(hidden[:-1], hidden[-1], data.answer_position, te_a[:n_probe, 0].numpy(), cfg.seed,
+                               variants=variants)
     return rows, time.perf_counter() - t0
 
 
-def _geometry_rows(hidden, pos, labels, seed) -> list:
-    """Per-layer RankMe variants and probe accuracy from the probe batch's hidden states.
+def _geometry_rows(hidden, residual, pos, labels, seed, variants: bool = True) -> list:
+    """Per-layer RankMe variants, mean energy share and probe accuracy from the probe batch's
+    hidden states (hidden: n_layer + 1 tensors (N, T, d)); the last block's pre-LayerNorm
+    ``residual`` (N, T, d) adds the ``*_residual`` rows at the last layer.
 
     Runs with one BLAS thread: the matrices are small, and an idle multi-threaded
     BLAS pool keeps spinning for a while after each call, stealing the cores
@@ -228,8 +304,14 @@ def _geometry_rows(hidden, pos, labels, seed) -> list:
     for layer, (h, h_full) in enumerate(zip(answer_states, hidden)):
         rows.append((layer, "rankme", geometry.rankme(h)))
         rows.append((layer, "rankme_centred", geometry.rankme(h, centre=True)))
-        rows.append((layer, "rankme_all_positions", geometry.rankme(h_full.reshape(-1, h_full.shape[-1]))))
-        rows.append((layer, "rankme_mean_pooled", geometry.rankme(h_full.mean(dim=1))))
+        if variants:
+            rows.append((layer, "rankme_all_positions", geometry.rankme(h_full.reshape(-1, h_full.shape[-1]))))
+            rows.append((layer, "rankme_mean_pooled", geometry.rankme(h_full.mean(dim=1))))
+        rows.append((layer, "mean_energy_share", geometry.mean_energy_share(h)))
+    last, r = len(hidden) - 1, residual[:, pos].numpy()
+    rows.append((last, "rankme_residual", geometry.rankme(r)))
+    rows.append((last, "rankme_centred_residual", geometry.rankme(r, centre=True)))
+    rows.append((last, "mean_energy_share_residual", geometry.mean_energy_share(r)))
     for layer, acc in enumerate(probes.probe_accuracy_by_layer(answer_states, labels, seed=seed)):
         rows.append((layer, "probe_accuracy", acc))
     return rows
@@ -313,7 +395,8 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     run_dir.mkdir(parents=True, exist_ok=True)
 
     data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
-                           answer_order=cfg.answer_order)
+                           answer_order=cfg.answer_order, params=cfg.task_params)
+    chance = tasks.chance_accuracy(data.test_answers)
     max_len = data.prompt_len + data.answer_len - 1
     torch.manual_seed(cfg.seed)
     model = build(cfg.size, tasks.VOCAB_SIZE)
@@ -327,8 +410,9 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
                                    {"params": no_decay, "weight_decay": 0.0}],
                                   lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
     batch_gen = torch.Generator().manual_seed(cfg.seed)
-    schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints)
-    costly_at = set(schedule[::cfg.costly_every].tolist()) | {cfg.steps} if cfg.measures else set()
+    schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
+    costly_at = costly_steps(schedule, cfg.costly_every, cfg.dense_steps) if cfg.measures else set()
+    variants_at = variant_steps(schedule, cfg.dense_steps)
 
     rows: list = []
     start_step, timers = 0, {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0, "costly_s": 0.0}
@@ -352,7 +436,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
 
     def checkpoint(step):
         t0 = time.perf_counter()
-        step_rows, geo_s = evaluate(model, data, cfg, dev)
+        step_rows, geo_s = evaluate(model, data, cfg, dev, variants=step in variants_at)
         t1 = time.perf_counter()
         if step in costly_at:
             step_rows += costly_measures(model, data, cfg)
@@ -368,6 +452,14 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         store.write_metrics(run_dir, rows)
         return dict(_progress_summary(step_rows))
 
+    def stop_due(step) -> bool:
+        if cfg.stop_margin is None:
+            return False
+        at = np.array([s for s, _, m, _ in rows if m == "accuracy"])
+        acc = np.array([v for _, _, m, v in rows if m == "accuracy"])
+        acq = events.acquisition_step(at, events.chance_corrected(acc, chance)) if len(at) else None
+        return acq is not None and step >= stop_step(acq, cfg)
+
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress,
                desc=f"{cfg.task}/{cfg.level} {cfg.size} s{cfg.seed}", unit="step")
     step = start_step
@@ -375,6 +467,8 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         bar.set_postfix(checkpoint(step))
         todo.pop(0)
     for next_ckpt in todo:
+        if stop_due(step):
+            break
         model.train()
         t0 = time.perf_counter()
         while step < next_ckpt:
@@ -395,14 +489,15 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         bar.set_postfix(checkpoint(step))
     bar.close()
 
-    tokens = cfg.steps * cfg.batch_size * (data.prompt_len + data.answer_len - 1)
+    tokens = step * cfg.batch_size * (data.prompt_len + data.answer_len - 1)
     store.atomic_write_json(run_dir / store.STATUS_FILE, {
         "complete": True,
+        "stopped_at": step if step < cfg.steps else None,
         "parameters": count_parameters(model),
-        "checkpoints": len(schedule),
+        "checkpoints": int(np.count_nonzero(schedule <= step)),
         **{k: round(v, 3) for k, v in timers.items()},
         "tokens_per_s": round(tokens / timers["train_s"], 1) if timers["train_s"] > 0 else None,
-        "ms_per_step": round(1000 * timers["train_s"] / cfg.steps, 3),
+        "ms_per_step": round(1000 * timers["train_s"] / max(step, 1), 3),
         "geometry_share": round(timers["geometry_s"] / timers["train_s"], 4) if timers["train_s"] > 0 else None,
         "eval_share": round(timers["eval_s"] / timers["train_s"], 4) if timers["train_s"] > 0 else None,
     })
