@@ -84,3 +84,15 @@ def test_rankme_by_layer():
     out = rankme_by_layer(layers)
     assert out.shape == (2,)
     assert out[1] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_mean_energy_share_known_answers():
+    from geomcap.geometry import mean_energy_share
+    v = np.array([3.0, 4.0])
+    assert mean_energy_share(np.tile(v, (5, 1))) == pytest.approx(1.0)       # every row the same
+    assert mean_energy_share(np.array([[1.0, 0], [-1.0, 0]])) == pytest.approx(0.0)  # rows average to 0
+    # N ||mean||^2 / ||Z||_F^2: rows (2, 0) and (0, 0) -> 2 * 1 / 4
+    assert mean_energy_share(torch.tensor([[2.0, 0.0], [0.0, 0.0]])) == pytest.approx(0.5)
+    assert np.isnan(mean_energy_share(np.zeros((3, 2))))
+    with pytest.raises(ValueError):
+        mean_energy_share(np.zeros(3))

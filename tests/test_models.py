@@ -3,12 +3,12 @@ import pytest
 import torch
 
 from geomcap import tasks
-from geomcap.models import (PRESETS, answer_inputs, answer_logits, answer_loss, build,
+from geomcap.models import (DEPTH_PRESETS, PRESETS, answer_inputs, answer_logits, answer_loss, build,
                             count_parameters, preset_table)
 
 
 def test_six_presets_span_the_papers_range():
-    rows = preset_table(tasks.VOCAB_SIZE)
+    rows = [r for r in preset_table(tasks.VOCAB_SIZE) if r["preset"] in PRESETS]
     assert [r["preset"] for r in rows] == list(PRESETS) and len(rows) == 6
     counts = [r["parameters"] for r in rows]
     assert counts == sorted(counts)
@@ -16,6 +16,26 @@ def test_six_presets_span_the_papers_range():
     assert abs(counts[-1] / 151e6 - 1) <= 0.05
     ratios = [b / a for a, b in zip(counts, counts[1:])]
     assert all(2.5 < r < 4.5 for r in ratios)  # roughly geometric (370 ** (1/5) ~ 3.3)
+
+
+def test_depth_variants_are_deep_at_the_same_budget():
+    rows = {r["preset"]: r for r in preset_table(tasks.VOCAB_SIZE)}
+    assert list(rows) == [*PRESETS, *DEPTH_PRESETS]
+    for deep, base in (("405k-deep", "405k"), ("1.3m-deep", "1.3m")):
+        assert rows[deep]["layers"] >= 6 > rows[base]["layers"]
+        assert abs(rows[deep]["parameters"] / rows[base]["parameters"] - 1) < 0.1
+        assert count_parameters(build(deep, tasks.VOCAB_SIZE)) == rows[deep]["parameters"]
+
+
+def test_residual_before_the_final_layernorm():
+    torch.manual_seed(0)
+    model = build("405k", tasks.VOCAB_SIZE).eval()
+    idx = torch.randint(tasks.VOCAB_SIZE, (3, 9))
+    logits, hidden, residual = model(idx, return_hidden=True, return_residual=True)
+    assert len(hidden) == model.n_hidden and residual.shape == hidden[-1].shape
+    assert torch.allclose(model.ln_f(residual), hidden[-1])
+    assert not torch.allclose(residual, hidden[-1])
+    assert torch.equal(logits, model(idx))
 
 
 def test_vocabulary_enters_only_through_the_tied_embedding():

@@ -12,32 +12,52 @@ from geomcap.tasks import LEVELS, TASKS
 
 PAIRS = list(itertools.product(TASKS, LEVELS))
 N_CHECK = 300  # rows per split checked by brute force
+TABLES = ("current", "legacy")  # LEVEL_TABLE, and the first grid's LEGACY_LEVEL_TABLE
 
-# (prompt_len, answer_len), written out by hand from the level table.
+# (prompt_len, answer_len), written out by hand from the level tables.
 EXPECTED_LENS = {
-    ("copy", "easy"): (6, 4), ("copy", "medium"): (10, 8), ("copy", "hard"): (18, 16),
-    ("reverse", "easy"): (6, 4), ("reverse", "medium"): (10, 8), ("reverse", "hard"): (18, 16),
-    ("compare", "easy"): (7, 1), ("compare", "medium"): (11, 1), ("compare", "hard"): (19, 1),
-    ("parity", "easy"): (10, 1), ("parity", "medium"): (14, 1), ("parity", "hard"): (18, 1),
-    ("add", "easy"): (7, 3), ("add", "medium"): (9, 4), ("add", "hard"): (13, 6),
-    ("mod", "easy"): (7, 2), ("mod", "medium"): (7, 2), ("mod", "hard"): (7, 2),
-    ("sort", "easy"): (6, 4), ("sort", "medium"): (10, 8), ("sort", "hard"): (14, 12),
-    ("mul", "easy"): (6, 3), ("mul", "medium"): (7, 4), ("mul", "hard"): (8, 5),
+    "current": {
+        ("copy", "easy"): (8, 6), ("copy", "medium"): (10, 8), ("copy", "hard"): (18, 16),
+        ("reverse", "easy"): (8, 6), ("reverse", "medium"): (10, 8), ("reverse", "hard"): (18, 16),
+        ("compare", "easy"): (9, 1), ("compare", "medium"): (11, 1), ("compare", "hard"): (19, 1),
+        ("parity", "easy"): (20, 18), ("parity", "medium"): (24, 22), ("parity", "hard"): (28, 26),
+        ("add", "easy"): (9, 4), ("add", "medium"): (11, 5), ("add", "hard"): (15, 7),
+        ("mod", "easy"): (7, 2), ("mod", "medium"): (7, 2), ("mod", "hard"): (7, 2),
+        ("sort", "easy"): (8, 6), ("sort", "medium"): (10, 8), ("sort", "hard"): (14, 12),
+        ("mul", "easy"): (8, 5), ("mul", "medium"): (9, 6), ("mul", "hard"): (7, 4),
+    },
+    "legacy": {
+        ("copy", "easy"): (6, 4), ("copy", "medium"): (10, 8), ("copy", "hard"): (18, 16),
+        ("reverse", "easy"): (6, 4), ("reverse", "medium"): (10, 8), ("reverse", "hard"): (18, 16),
+        ("compare", "easy"): (7, 1), ("compare", "medium"): (11, 1), ("compare", "hard"): (19, 1),
+        ("parity", "easy"): (10, 1), ("parity", "medium"): (14, 1), ("parity", "hard"): (18, 1),
+        ("add", "easy"): (7, 3), ("add", "medium"): (9, 4), ("add", "hard"): (13, 6),
+        ("mod", "easy"): (7, 2), ("mod", "medium"): (7, 2), ("mod", "hard"): (7, 2),
+        ("sort", "easy"): (6, 4), ("sort", "medium"): (10, 8), ("sort", "hard"): (14, 12),
+        ("mul", "easy"): (6, 3), ("mul", "medium"): (7, 4), ("mul", "hard"): (8, 5),
+    },
 }
-MOD_P = {"easy": 11, "medium": 23, "hard": 47}
-COMPARE_N = {"easy": 2, "medium": 4, "hard": 8}
+MOD_P = {"current": {"easy": 47, "medium": 47, "hard": 47}, "legacy": {"easy": 11, "medium": 23, "hard": 47}}
+MOD_TRAIN_FRACTION = {"current": {"easy": 0.6, "medium": 0.5, "hard": 0.3},
+                      "legacy": {"easy": 0.5, "medium": 0.5, "hard": 0.5}}
+COMPARE_N = {"current": {"easy": 3, "medium": 4, "hard": 8}, "legacy": {"easy": 2, "medium": 4, "hard": 8}}
+RUNNING_PARITY = {"current": True, "legacy": False}
 
 _cache = {}
 
 
-def data_for(task, level):
+def params_for(task, level, table):
+    return tasks.level_params(task, level, legacy=table == "legacy")
+
+
+def data_for(task, level, table="current"):
     """make_task at the defaults, generated once per session."""
-    if (task, level) not in _cache:
-        _cache[task, level] = tasks.make_task(task, level, seed=0)
-    return _cache[task, level]
+    if (task, level, table) not in _cache:
+        _cache[task, level, table] = tasks.make_task(task, level, seed=0, params=params_for(task, level, table))
+    return _cache[task, level, table]
 
 
-def brute_force(task, level, prompt):
+def brute_force(task, level, prompt, table="current"):
     """Decoded prompt text -> expected answer text, by plain Python."""
     m = re.fullmatch(r"<(\w+)>(.*)=", prompt)
     assert m is not None, prompt
@@ -52,18 +72,20 @@ def brute_force(task, level, prompt):
         if task == "sort":
             return "".join(sorted(body))
         assert set(body) <= {"0", "1"}
+        if RUNNING_PARITY[table]:
+            return "".join(str(sum(int(c) for c in body[:i + 1]) % 2) for i in range(len(body)))
         return str(sum(int(c) for c in body) % 2)
     a_text, b_text = re.split(r"[,+*]", body)
     a, b = int(a_text), int(b_text)
     if task == "compare":
-        assert len(a_text) == len(b_text) == COMPARE_N[level]
+        assert len(a_text) == len(b_text) == COMPARE_N[table][level]
         return ">" if a > b else ("<" if a < b else "=")
     if task == "add":
         n = len(a_text)
         assert len(b_text) == n
         return f"{a + b:0{n + 1}d}"
     if task == "mod":
-        p = MOD_P[level]
+        p = MOD_P[table][level]
         assert 0 <= a < p and 0 <= b < p and len(a_text) == len(b_text) == 2
         return f"{(a + b) % p:02d}"
     if task == "mul":
@@ -75,35 +97,39 @@ def rows_as_bytes(t):
     return {row.tobytes() for row in t.numpy()}
 
 
+@pytest.mark.parametrize("table", TABLES)
 @pytest.mark.parametrize("task,level", PAIRS)
-def test_answers_match_brute_force(task, level):
-    data = data_for(task, level)
+def test_answers_match_brute_force(task, level, table):
+    data = data_for(task, level, table)
+    params = params_for(task, level, table)
     splits = ((data.train_prompts, data.train_answers), (data.test_prompts, data.test_answers))
     for prompts, answers in splits:
         for i in range(min(N_CHECK, len(prompts))):
             prompt = tasks.decode(prompts[i])
-            assert tasks.decode(answers[i]) == brute_force(task, level, prompt), prompt
-            assert tasks.solve(task, level, prompts[i]) == answers[i].tolist()
+            assert tasks.decode(answers[i]) == brute_force(task, level, prompt, table), prompt
+            assert tasks.solve(task, level, prompts[i], params=params) == answers[i].tolist()
 
 
+@pytest.mark.parametrize("table", TABLES)
 @pytest.mark.parametrize("task,level", PAIRS)
-def test_test_prompts_never_in_train(task, level):
-    data = data_for(task, level)
+def test_test_prompts_never_in_train(task, level, table):
+    data = data_for(task, level, table)
     assert data.n_test > 0 and data.n_train > 0
     assert not rows_as_bytes(data.test_prompts) & rows_as_bytes(data.train_prompts)
     # test prompts are distinct
     assert len(rows_as_bytes(data.test_prompts)) == data.n_test
 
 
+@pytest.mark.parametrize("table", TABLES)
 @pytest.mark.parametrize("task,level", PAIRS)
-def test_shapes_and_layout(task, level):
-    data = data_for(task, level)
-    prompt_len, answer_len = EXPECTED_LENS[task, level]
+def test_shapes_and_layout(task, level, table):
+    data = data_for(task, level, table)
+    prompt_len, answer_len = EXPECTED_LENS[table][task, level]
     assert (data.prompt_len, data.answer_len) == (prompt_len, answer_len)
-    assert tasks.sequence_lengths(task, level) == (prompt_len, answer_len)
+    assert tasks.sequence_lengths(task, level, params_for(task, level, table)) == (prompt_len, answer_len)
     assert prompt_len + answer_len <= tasks.MAX_SEQ_LEN
     assert data.answer_position == prompt_len - 1
-    assert data.params == tasks.level_params(task, level)
+    assert data.params == params_for(task, level, table)
     for t, n in ((data.train_prompts, data.n_train), (data.train_answers, data.n_train),
                  (data.test_prompts, data.n_test), (data.test_answers, data.n_test)):
         assert t.dtype == torch.int64 and t.shape[0] == n
@@ -116,19 +142,31 @@ def test_shapes_and_layout(task, level):
 
 
 def test_default_sizes():
-    sizes = {pair: (data_for(*pair).n_train, data_for(*pair).n_test) for pair in PAIRS}
-    assert sizes["parity", "easy"] == (128, 128)  # 256 prompts, half for test
-    assert sizes["mul", "easy"] == (500, 500)
-    assert sizes["copy", "easy"] == (10_000 - 512, 512)
-    assert sizes["copy", "hard"] == (100_000, 512)
-    assert sizes["compare", "easy"] == (100_000, 512)
-    assert sizes["mod", "hard"] == (2209 // 2, 2209 - 2209 // 2)
+    legacy = {pair: (data_for(*pair, "legacy").n_train, data_for(*pair, "legacy").n_test) for pair in PAIRS}
+    assert legacy["parity", "easy"] == (128, 128)  # 256 prompts, half for test
+    assert legacy["mul", "easy"] == (500, 500)
+    assert legacy["copy", "easy"] == (10_000 - 512, 512)
+    assert legacy["copy", "hard"] == (100_000, 512)
+    assert legacy["compare", "easy"] == (100_000, 512)
+    assert legacy["mod", "hard"] == (2209 // 2, 2209 - 2209 // 2)
+    current = {pair: (data_for(*pair).n_train, data_for(*pair).n_test) for pair in PAIRS}
+    assert current["mod", "easy"] == (int(0.6 * 2209), 2209 - int(0.6 * 2209))
+    assert current["mod", "hard"] == (int(0.3 * 2209), 2209 - int(0.3 * 2209))
+    assert current["mul", "easy"] == (100_000 - 512, 512)  # 10^5 prompts
 
 
+def test_easy_never_has_less_data_than_medium():
+    # up to the 512 test prompts that mul easy (10^5 prompts) gives up: 99,488 against 100,000
+    for task in TASKS:
+        assert data_for(task, "easy").n_train >= 0.99 * data_for(task, "medium").n_train, task
+    assert data_for("mul", "easy").n_train == 100_000 - 512
+
+
+@pytest.mark.parametrize("table", TABLES)
 @pytest.mark.parametrize("level", LEVELS)
-def test_mod_is_the_whole_table_split_in_half(level):
-    p = MOD_P[level]
-    data = data_for("mod", level)
+def test_mod_is_the_whole_table_split(level, table):
+    p = MOD_P[table][level]
+    data = data_for("mod", level, table)
 
     def pairs(prompts):
         out = []
@@ -141,9 +179,9 @@ def test_mod_is_the_whole_table_split_in_half(level):
     assert len(set(train)) == len(train) and len(set(test)) == len(test)
     assert set(train) | set(test) == {(a, b) for a in range(p) for b in range(p)}
     assert not set(train) & set(test)
-    assert len(train) == (p * p) // 2  # train_fraction 0.5
+    assert len(train) == int(MOD_TRAIN_FRACTION[table][level] * p * p)
     # n_train / n_test do not change the grokking split
-    small = tasks.make_task("mod", level, n_train=10, n_test=3)
+    small = tasks.make_task("mod", level, n_train=10, n_test=3, params=params_for("mod", level, table))
     assert torch.equal(small.train_prompts, data.train_prompts)
     assert torch.equal(small.test_prompts, data.test_prompts)
 
@@ -155,7 +193,7 @@ def _first_difference(prompt):
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_compare_is_balanced(level):
-    n = COMPARE_N[level]
+    n = COMPARE_N["current"][level]
     data = data_for("compare", level)
     for prompts, answers in ((data.train_prompts[:5000], data.train_answers[:5000]),
                              (data.test_prompts, data.test_answers)):
@@ -210,9 +248,22 @@ def test_check_task_level_names_the_bad_value():
 
 def test_level_params_is_a_copy():
     p = tasks.level_params("add", "hard")
-    assert p == {"n_digits": 5}
+    assert p == {"n_digits": 6}
     p["n_digits"] = 99
-    assert tasks.LEVEL_TABLE["add"]["hard"]["n_digits"] == 5
+    assert tasks.LEVEL_TABLE["add"]["hard"]["n_digits"] == 6
+    assert tasks.level_params("add", "hard", legacy=True) == {"n_digits": 5}
+
+
+def test_check_params_names_the_bad_parameter():
+    with pytest.raises(ValueError, match="n_digits"):
+        tasks.make_task("add", "easy", params={"digits": 3})
+    with pytest.raises(ValueError, match="train_fraction"):
+        tasks.make_task("mod", "easy", params={"p": 47, "train_fraction": 1.5})
+    with pytest.raises(ValueError, match="p must be in"):
+        tasks.check_params("mod", {"p": 101, "train_fraction": 0.5})
+    with pytest.raises(ValueError, match="answer"):
+        tasks.check_params("parity", {"n_bits": 8, "answer": "prefix"})
+    assert tasks.check_params("parity", {"n_bits": 8}) == {"n_bits": 8}
 
 
 def test_make_task_rejects_bad_sizes():
@@ -270,15 +321,19 @@ def test_solve_rejects_malformed_prompts():
         tasks.solve("add", "easy", tasks.encode("<add>123+4="))
     with pytest.raises(ValueError):
         tasks.solve("add", "easy", tasks.encode("<mul>12*34="))
-    assert tasks.decode(tasks.solve("mul", "hard", tasks.encode("<mul>999*99="))) == "98901"
-    assert tasks.decode(tasks.solve("compare", "easy", tasks.encode("<compare>07,07="))) == "="
+    legacy = tasks.level_params("mul", "hard", legacy=True)
+    assert tasks.decode(tasks.solve("mul", "hard", tasks.encode("<mul>999*99="), params=legacy)) == "98901"
+    assert tasks.decode(tasks.solve("mul", "hard", tasks.encode("<mul>99*99="))) == "9801"
+    assert tasks.decode(tasks.solve("compare", "easy", tasks.encode("<compare>007,007="))) == "="
+    assert tasks.decode(tasks.solve("parity", "easy", tasks.encode("<parity>" + "1" * 18 + "="))) == "10" * 9
 
 
 def test_chance_accuracy_of_the_best_constant_answer():
     answers = torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]])
     assert tasks.chance_accuracy(answers) == 0.75
-    parity = tasks.make_task("parity", "hard")
-    assert 0.4 < tasks.chance_accuracy(parity.test_answers) < 0.6
+    parity = tasks.make_task("parity", "hard", params=tasks.level_params("parity", "hard", legacy=True))
+    assert 0.4 < tasks.chance_accuracy(parity.test_answers) < 0.6  # one answer bit
+    assert tasks.chance_accuracy(tasks.make_task("parity", "hard").test_answers) < 0.01  # running parity
     assert tasks.chance_accuracy(tasks.make_task("copy", "hard").test_answers) < 0.01
 
 

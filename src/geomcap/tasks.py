@@ -37,7 +37,8 @@ levels, so its runs stay reproducible), for three reasons that grid measured:
   8 bits: 128 prompts; mul 2x1: 500). Now every easy level has at least as many
   training examples as its medium level (copy, reverse, sort, add at easy have
   >= 10^6 possible prompts, so 100,000 distinct training prompts like medium; mod
-  keeps p and lowers the training share with the level; mul easy 4x1 has 10^5 prompts).
+  keeps p and lowers the training share with the level; mul easy 4x1 has 10^5 prompts,
+  so 99,488 training prompts once the test set is taken, against medium's 100,000).
 * parity with a single answer bit stayed at chance at 12 and 16 bits (and sparse
   parity, k = 2 or 3 bits of 16, stayed at chance for 3,000+ steps in a probe): the
   answer is now the running parity, one token per prefix, the scratchpad form that a
