@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from geomcap import events, store
-from geomcap.train import TrainConfig, checkpoint_steps, costly_steps, learning_rate, train, variant_steps
+from geomcap.train import TrainConfig, checkpoint_steps, learning_rate, thinned_steps, train
 
 GEOMCAP = [sys.executable, "-m", "geomcap.cli"]
 
@@ -31,13 +31,14 @@ def test_checkpoint_schedule_every_step_then_linear():
     assert len(later) == 150 and later[-1] == 3000          # 150 evenly spaced over the rest
     assert np.ptp(np.diff(later)) <= 1
     assert np.array_equal(checkpoint_steps(50), np.arange(51))  # shorter than the dense part
-    costly = sorted(costly_steps(steps, 4, 128))
+    costly = sorted(thinned_steps(steps, 128, 4))
     assert costly[:9] == [0, 1, 2, 4, 8, 16, 32, 64, 128] and costly[-1] == 3000
     assert len(costly) == 9 + len(later[::4]) + (later[-1] not in later[::4])
-    assert costly_steps(checkpoint_steps(100, 5, 10, 0), 4, 0) == set(checkpoint_steps(100, 5, 10, 0)[::4]) | {100}
-    variants = variant_steps(steps, 128)
-    assert 3 not in variants and {0, 1, 2, 4, 64, 128, 3000} <= variants
-    assert variant_steps(steps, 0) == set(steps.tolist())
+    legacy = checkpoint_steps(100, 5, 10, 0)
+    assert thinned_steps(legacy, 0, 4) == set(legacy[::4].tolist()) | {100}
+    assert thinned_steps(legacy, 0, 1) == set(legacy.tolist())
+    every_later = thinned_steps(steps, 128, 1)
+    assert 3 not in every_later and set(later.tolist()) <= every_later
 
 
 def test_learning_rate_warmup_and_cosine():
@@ -90,9 +91,11 @@ def test_copy_easy_learns(tmp_path):
         "rankme", "rankme_centred", "rankme_all_positions", "rankme_mean_pooled", "mean_energy_share",
         "probe_accuracy", "rankme_residual", "rankme_centred_residual", "mean_energy_share_residual"}
     assert all(m == m.lower() for m in metrics.measure.unique())
-    # the costly SVD variants only at the powers of two of the dense part and every other later checkpoint
+    # the costly SVD variants and the training-set evaluation only at the powers of two of the dense part
     variant_at = set(metrics.loc[metrics.measure == "rankme_all_positions", "step"])
     assert {0, 1, 2, 4, 8, 16} <= variant_at and 3 not in variant_at and set(range(17)) <= set(steps)
+    train_at = set(metrics.loc[metrics.measure == "train_accuracy", "step"])
+    assert {0, 1, 2, 4, 8, 16} <= train_at and 3 not in train_at and set(steps[steps > 16]) <= train_at
 
 
 def small_config(**overrides):

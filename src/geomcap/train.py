@@ -30,15 +30,16 @@ stop is what the full run would have recorded; status.json says ``stopped_at``.
 
 At every checkpoint the run records (tidy rows ``step, layer, measure, value``):
 
-* ``loss``, ``train_accuracy`` -- on a fixed batch of training examples;
+* ``loss``, ``train_accuracy`` -- on a fixed batch of training examples (in the
+  dense part only at 0 and the powers of two, ``thinned_steps(..., every=1)``);
 * ``test_loss``, ``accuracy`` -- exact match on the whole test set;
   ``first_token_accuracy`` -- the model's accuracy on the first answer token
   alone (the probes' target, so the fair baseline for them);
 * per layer, from the hidden states of the fixed probe batch (the first
   ``probe_size`` test prompts): ``rankme`` (the primary measure: uncentred,
   answer position), and for the sensitivity analysis ``rankme_centred``
-  (answer position, centred), and, at the checkpoints of ``variant_steps``
-  only (their SVDs cost ten times the rest of the geometry),
+  (answer position, centred), and, at the checkpoints of
+  ``thinned_steps(..., every=2)`` only (their SVDs cost ten times the rest of the geometry),
   ``rankme_all_positions`` (every position of every probe sequence stacked)
   and ``rankme_mean_pooled`` (mean over positions);
   ``probe_accuracy`` (linear probe to the first answer token);
@@ -50,8 +51,8 @@ At every checkpoint the run records (tidy rows ``step, layer, measure, value``):
   after it: these make the last block comparable with the others).
 
 With ``measures`` the costly training-dynamics measures run on a subset of the
-checkpoints (``costly_steps``: powers of two over the dense part, then every
-``costly_every``-th linear checkpoint, and the last), on a fixed batch of
+checkpoints (``thinned_steps(..., every=costly_every)``: powers of two over the
+dense part, then every ``costly_every``-th linear checkpoint, and the last), on a fixed batch of
 ``dynamics_size`` training examples: ``grad_rank``, ``grad_cov_rank``,
 ``hessian_top`` and ``llc`` (see ``geomcap.dynamics``).
 """
@@ -181,26 +182,19 @@ def checkpoint_steps(steps: int, n_log: int = 0, n_linear: int = 150, dense: int
     return np.unique(np.concatenate([np.arange(dense + 1), log_part, linear_part, [steps]]).clip(0, steps))
 
 
-def costly_steps(schedule: np.ndarray, every: int, dense: int) -> set[int]:
-    """Checkpoints that get the costly measures: powers of two (and 0) up to ``dense``, then every
-    ``every``-th later checkpoint, and the last (with ``dense = 0``: every ``every``-th checkpoint,
-    the first grid's rule)."""
+def thinned_steps(schedule: np.ndarray, dense: int, every: int) -> set[int]:
+    """A subset of the checkpoints: 0 and the powers of two up to ``dense``, then every ``every``-th
+    later checkpoint, and the last. With ``dense = 0`` (the first grid): every ``every``-th checkpoint
+    and the last.
+
+    The dense part has a checkpoint at every step to locate the collapse; the measures that are
+    not needed at that resolution are taken on such a subset (see the module docstring).
+    """
     schedule = np.asarray(schedule)
     if dense == 0:
         return set(schedule[::every].tolist()) | {int(schedule[-1])}
     early = {0} | {2**k for k in range(int(math.log2(dense)) + 1)}
-    late = schedule[schedule > dense][::every]
-    return ({int(s) for s in schedule if s in early} | set(late.tolist()) | {int(schedule[-1])})
-
-
-def variant_steps(schedule: np.ndarray, dense: int) -> set[int]:
-    """Checkpoints that get every RankMe variant: all of them with ``dense = 0`` (the first grid),
-    else 0, the powers of two up to ``dense``, every other later checkpoint, and the last."""
-    schedule = np.asarray(schedule)
-    if dense == 0:
-        return set(schedule.tolist())
-    early = {0} | {2**k for k in range(int(math.log2(dense)) + 1)}
-    return ({int(s) for s in schedule if s in early} | set(schedule[schedule > dense][::2].tolist())
+    return ({int(s) for s in schedule if s in early} | set(schedule[schedule > dense][::every].tolist())
             | {int(schedule[-1])})
 
 
@@ -260,19 +254,20 @@ def _scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: in
 
 
 def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device,
-             variants: bool = True) -> tuple[list, float]:
+             variants: bool = True, train_eval: bool = True) -> tuple[list, float]:
     """Model-level measures and per-layer geometry at one checkpoint (``variants``: also the
-    all-positions and mean-pooled RankMe).
+    all-positions and mean-pooled RankMe; ``train_eval``: also loss and accuracy on training examples).
 
     Returns (rows without the step column: (layer, measure, value)), seconds spent on geometry).
     """
     model.eval()
     rows = []
-    n_fit = min(cfg.train_eval_size, data.n_train)
-    tr_a = data.train_answers[:n_fit]
-    logits, _ = _scored_forward(model, data.train_prompts[:n_fit], tr_a, cfg.batch_size, device)
-    rows.append((-1, "loss", _cross_entropy(logits, tr_a)))
-    rows.append((-1, "train_accuracy", tasks.exact_match(logits.argmax(-1), tr_a).float().mean().item()))
+    if train_eval:
+        n_fit = min(cfg.train_eval_size, data.n_train)
+        tr_a = data.train_answers[:n_fit]
+        logits, _ = _scored_forward(model, data.train_prompts[:n_fit], tr_a, cfg.batch_size, device)
+        rows.append((-1, "loss", _cross_entropy(logits, tr_a)))
+        rows.append((-1, "train_accuracy", tasks.exact_match(logits.argmax(-1), tr_a).float().mean().item()))
 
     n_probe = min(cfg.probe_size, data.n_test)
     te_a = data.test_answers
@@ -411,8 +406,9 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
                                   lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
     batch_gen = torch.Generator().manual_seed(cfg.seed)
     schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
-    costly_at = costly_steps(schedule, cfg.costly_every, cfg.dense_steps) if cfg.measures else set()
-    variants_at = variant_steps(schedule, cfg.dense_steps)
+    costly_at = thinned_steps(schedule, cfg.dense_steps, cfg.costly_every) if cfg.measures else set()
+    variants_at = thinned_steps(schedule, cfg.dense_steps, 2 if cfg.dense_steps else 1)
+    train_eval_at = thinned_steps(schedule, cfg.dense_steps, 1)
 
     rows: list = []
     start_step, timers = 0, {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0, "costly_s": 0.0}
@@ -436,7 +432,8 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
 
     def checkpoint(step):
         t0 = time.perf_counter()
-        step_rows, geo_s = evaluate(model, data, cfg, dev, variants=step in variants_at)
+        step_rows, geo_s = evaluate(model, data, cfg, dev, variants=step in variants_at,
+                                    train_eval=step in train_eval_at)
         t1 = time.perf_counter()
         if step in costly_at:
             step_rows += costly_measures(model, data, cfg)
