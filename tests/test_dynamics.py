@@ -251,3 +251,18 @@ def test_llc_cleans_up_and_restores_devinterp(tmp_path, monkeypatch):
     D.local_learning_coefficient(model, prompts, answers, **FAST)
     assert list(tmp_path.iterdir()) == []  # the per-call output directory is gone
     assert (sampler.trange, sampler._gc_and_empty_cache) == saved
+
+
+def test_hessian_top_eigenpair_warm_start_and_health():
+    model = tiny_model()
+    prompts, answers = random_data(32)
+    cold = D.hessian_top_eigenpair(model, prompts, answers, tol=1e-8, seed=1)
+    reference = D.hessian_top_eigenvalues(model, prompts, answers, k=1, tol=1e-10)[0]
+    assert cold["value"] == pytest.approx(reference, rel=1e-6)
+    assert cold["residual"] < 1e-3 and np.linalg.norm(cold["vector"]) == pytest.approx(1.0)
+    # from the converged eigenvector Lanczos needs far fewer Hessian-vector products
+    warm = D.hessian_top_eigenpair(model, prompts, answers, v0=cold["vector"], tol=1e-8)
+    assert warm["value"] == pytest.approx(reference, rel=1e-6)
+    assert warm["matvecs"] < cold["matvecs"]
+    with pytest.raises(ValueError, match="v0 must have shape"):
+        D.hessian_top_eigenpair(model, prompts, answers, v0=np.ones(3))

@@ -154,6 +154,29 @@ def gradient_covariance_rank(G) -> float:
 
 # --- Hessian ------------------------------------------------------------------
 
+def _hvp_operator(loss_fn, params: list[torch.Tensor]):
+    """(LinearOperator v -> H v on flat float64 vectors, n), or (None, n) when the loss is at most
+    linear in ``params`` (H = 0). The gradient is built once with create_graph=True and each HVP
+    is one backward of g . v through that graph."""
+    n = sum(p.numel() for p in params)
+
+    def flat(tensors):  # None (a parameter the graph does not reach) -> zeros
+        return torch.cat([(torch.zeros_like(p) if t is None else t).reshape(-1)
+                          for t, p in zip(tensors, params)])
+
+    g_flat = flat(torch.autograd.grad(loss_fn(), params, create_graph=True, allow_unused=True))
+    if not g_flat.requires_grad:
+        return None, n
+    dtype, device = g_flat.dtype, g_flat.device
+
+    def hvp(v: np.ndarray) -> np.ndarray:
+        v_t = torch.as_tensor(np.ascontiguousarray(v).ravel(), dtype=dtype, device=device)
+        Hv = torch.autograd.grad(g_flat, params, grad_outputs=v_t, retain_graph=True, allow_unused=True)
+        return flat(Hv).detach().cpu().double().numpy()
+
+    return LinearOperator((n, n), matvec=hvp, dtype=np.float64), n
+
+
 def hessian_top_eigenvalues_of(loss_fn, params: list[torch.Tensor], k: int = 1, tol: float = 1e-3,
                                maxiter: int | None = None, seed: int = 0) -> np.ndarray:
     """The k largest (algebraic) eigenvalues of the Hessian of ``loss_fn()`` w.r.t. ``params``.
@@ -171,22 +194,9 @@ def hessian_top_eigenvalues_of(loss_fn, params: list[torch.Tensor], k: int = 1, 
     n = sum(p.numel() for p in params)
     if not 0 < k < n:
         raise ValueError(f"need 0 < k < number of parameters ({n}), got k={k}")
-
-    def flat(tensors):  # None (a parameter the graph does not reach) -> zeros
-        return torch.cat([(torch.zeros_like(p) if t is None else t).reshape(-1)
-                          for t, p in zip(tensors, params)])
-
-    g_flat = flat(torch.autograd.grad(loss_fn(), params, create_graph=True, allow_unused=True))
-    if not g_flat.requires_grad:  # the loss is at most linear in params: H = 0
+    op, n = _hvp_operator(loss_fn, params)
+    if op is None:
         return np.zeros(k)
-    dtype, device = g_flat.dtype, g_flat.device
-
-    def hvp(v: np.ndarray) -> np.ndarray:
-        v_t = torch.as_tensor(np.ascontiguousarray(v).ravel(), dtype=dtype, device=device)
-        Hv = torch.autograd.grad(g_flat, params, grad_outputs=v_t, retain_graph=True, allow_unused=True)
-        return flat(Hv).detach().cpu().double().numpy()
-
-    op = LinearOperator((n, n), matvec=hvp, dtype=np.float64)
     v0 = np.random.default_rng(seed).standard_normal(n)
     vals = eigsh(op, k=k, which="LA", tol=tol, maxiter=maxiter, v0=v0, return_eigenvectors=False)
     return np.sort(vals)[::-1].copy()
@@ -206,6 +216,35 @@ def hessian_top_eigenvalues(model, prompts, answers, k: int = 1, tol: float = 1e
     with _math_attention():  # the fused CPU kernel has no double backward
         return hessian_top_eigenvalues_of(lambda: answer_loss(model, prompts, answers), params,
                                           k=k, tol=tol, maxiter=maxiter, seed=seed)
+
+
+def hessian_top_eigenpair(model, prompts, answers, v0: np.ndarray | None = None, tol: float = 1e-3,
+                          seed: int = 0) -> dict:
+    """The largest Hessian eigenvalue of the mean answer loss, with its eigenvector and health.
+
+    ``v0`` (P,) starts Lanczos, e.g. the previous checkpoint's eigenvector: the top eigenvector
+    turns slowly between nearby checkpoints, so a warm start needs fewer Hessian-vector
+    products (``matvecs``) for the same ``tol``. Without it the start is a standard normal from
+    ``seed``. Returns a dict: ``value`` (loss / param^2), ``vector`` (P,) float64 unit norm,
+    ``residual`` = ||H v - value v|| / |value| (Lanczos's convergence, computed with one more
+    Hessian-vector product: ~tol when converged; NaN when value = 0), ``matvecs``.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    with _math_attention():  # the fused CPU kernel has no double backward
+        op, n = _hvp_operator(lambda: answer_loss(model, prompts, answers), params)
+        if op is None:
+            return {"value": 0.0, "vector": np.zeros(n), "residual": float("nan"), "matvecs": 0}
+        if v0 is None:
+            v0 = np.random.default_rng(seed).standard_normal(n)
+        elif np.shape(v0) != (n,):
+            raise ValueError(f"v0 must have shape ({n},), got {np.shape(v0)}")
+        calls = []
+        counted = LinearOperator((n, n), matvec=lambda v: calls.append(1) or op.matvec(v), dtype=np.float64)
+        vals, vecs = eigsh(counted, k=1, which="LA", tol=tol, v0=np.asarray(v0, dtype=np.float64))
+        value, vector = float(vals[0]), vecs[:, 0] / np.linalg.norm(vecs[:, 0])
+        residual = (float(np.linalg.norm(op.matvec(vector) - value * vector)) / abs(value)
+                    if value != 0 else float("nan"))
+    return {"value": value, "vector": vector, "residual": residual, "matvecs": len(calls)}
 
 
 # --- local learning coefficient -------------------------------------------------

@@ -54,7 +54,11 @@ With ``measures`` the costly training-dynamics measures run on a subset of the
 checkpoints (``thinned_steps(..., every=costly_every)``: powers of two over the
 dense part, then every ``costly_every``-th linear checkpoint, and the last), on a fixed batch of
 ``dynamics_size`` training examples: ``grad_rank``, ``grad_cov_rank``,
-``hessian_top`` and ``llc`` (see ``geomcap.dynamics``).
+``hessian_top`` and ``llc`` (see ``geomcap.dynamics``), each with its health:
+``hessian_residual`` (||Hv - lambda v|| / lambda, Lanczos's convergence) and
+``hessian_matvecs`` (Hessian-vector products used; Lanczos starts from the
+previous checkpoint's eigenvector with ``hessian_warm_start``), and
+``llc_trace_drift`` (how much the SGLD chains still moved; > 0.2: not flat).
 """
 
 from __future__ import annotations
@@ -109,6 +113,7 @@ class TrainConfig:
     task_params: dict | None = None    # None -> tasks.LEVEL_TABLE[task][level]
     stop_margin: float | None = 1.0    # None: train all `steps`; see the module docstring
     stop_min_steps: int = 500
+    hessian_warm_start: bool = True    # Lanczos starts from the previous checkpoint's top eigenvector
 
     def __post_init__(self):
         tasks.check_task_level(self.task, self.level)
@@ -165,7 +170,7 @@ class TrainConfig:
 def legacy_values(task: str, level: str) -> dict:
     """Fields added after the first grid, with the values that grid's runs used."""
     return {"answer_order": "msd", "dense_steps": 0, "stop_margin": None, "stop_min_steps": 500,
-            "task_params": tasks.level_params(task, level, legacy=True)}
+            "task_params": tasks.level_params(task, level, legacy=True), "hessian_warm_start": False}
 
 
 def checkpoint_steps(steps: int, n_log: int = 0, n_linear: int = 150, dense: int = 128) -> np.ndarray:
@@ -316,8 +321,12 @@ def _cross_entropy(logits, answers) -> float:
     return torch.nn.functional.cross_entropy(logits.transpose(1, 2), answers).item()
 
 
-def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig) -> list:
-    """Training-dynamics measures on a fixed batch of training examples -> rows (layer, measure, value)."""
+def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig, carry: dict | None = None) -> list:
+    """Training-dynamics measures on a fixed batch of training examples -> rows (layer, measure, value).
+
+    ``carry`` holds what one checkpoint hands the next (the Hessian's top eigenvector under
+    ``hessian_warm_start``); it is updated in place.
+    """
     from geomcap import dynamics  # imported lazily: devinterp is heavy and optional for quick runs
 
     n = min(cfg.dynamics_size, data.n_train)
@@ -332,8 +341,14 @@ def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig) -> list:
         if "grad_cov_rank" in cfg.measures:
             rows.append((-1, "grad_cov_rank", dynamics.gradient_covariance_rank(G)))
         del G
-    if "hessian" in cfg.measures:
+    if "hessian" in cfg.measures and not cfg.hessian_warm_start:  # the first grid's rule
         rows.append((-1, "hessian_top", float(dynamics.hessian_top_eigenvalues(model, prompts, answers, k=1, seed=cfg.seed)[0])))
+    elif "hessian" in cfg.measures:
+        carry = {} if carry is None else carry
+        top = dynamics.hessian_top_eigenpair(model, prompts, answers, v0=carry.get("hessian_vector"), seed=cfg.seed)
+        carry["hessian_vector"] = top["vector"]
+        rows += [(-1, "hessian_top", top["value"]), (-1, "hessian_residual", top["residual"]),
+                 (-1, "hessian_matvecs", float(top["matvecs"]))]
     if "llc" in cfg.measures:
         result = dynamics.local_learning_coefficient(model, prompts, answers, seed=cfg.seed)
         rows.append((-1, "llc", result["llc_post_burnin"]))
@@ -411,6 +426,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     train_eval_at = thinned_steps(schedule, cfg.dense_steps, 1)
 
     rows: list = []
+    carry: dict = {}  # what the costly measures hand from one checkpoint to the next
     start_step, timers = 0, {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0, "costly_s": 0.0}
     state_path = run_dir / store.STATE_FILE
     if state_path.exists():
@@ -421,6 +437,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         start_step = int(state["step"])
         rows = [tuple(r) for r in state["rows"]]
         timers.update(state["timers"])
+        carry = {k: v.numpy() for k, v in state.get("carry", {}).items()}
     else:
         provenance = store.provenance(dev.type)
         if compile:
@@ -436,7 +453,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
                                     train_eval=step in train_eval_at)
         t1 = time.perf_counter()
         if step in costly_at:
-            step_rows += costly_measures(model, data, cfg)
+            step_rows += costly_measures(model, data, cfg, carry)
             model.to(dev)
         timers["eval_s"] += t1 - t0
         timers["geometry_s"] += geo_s
@@ -445,7 +462,8 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         rows.extend((int(step), int(layer), str(measure), float(value)) for layer, measure, value in step_rows)
         store.atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                  "batch_gen": batch_gen.get_state(), "step": step, "rows": rows,
-                                 "timers": timers}, state_path)
+                                 "timers": timers, "carry": {k: torch.from_numpy(v) for k, v in carry.items()}},
+                                state_path)
         store.write_metrics(run_dir, rows)
         return dict(_progress_summary(step_rows))
 
