@@ -10,7 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-from geomcap import cli, events, geometry, monitor, pythia, store
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from geomcap import cli, events, geometry, monitor, plots, pythia, store
 from geomcap.monitor import GeometryCallback, GeometryMonitor, select_positions
 from geomcap.train import checkpoint_steps
 
@@ -158,6 +163,9 @@ def test_monitor_in_a_plain_loop_on_a_hugging_face_model(tmp_path):
     assert mon.chance == pytest.approx(np.bincount(test[:, -1]).max() / 64)
     summary = events.summarize_run(m, chance=mon.chance)  # the events code works on it unchanged
     assert summary["final_layer"] == 2 and summary["collapse"] is not None
+    fig = plots.run_curves(m, chance=mon.chance)  # and the plots
+    assert len(fig.axes[1].lines) >= 3
+    plt.close(fig)
     assert ("geometry/rankme/layer_2", m[(m.measure == "rankme") & (m.layer == 2)].value.iloc[-1], steps) in writer.calls
     path = mon.save(tmp_path / "run")
     pd.testing.assert_frame_equal(store.read_metrics(tmp_path / "run"), m)
