@@ -120,18 +120,22 @@ def _forward(model, inputs, kwargs=None):
     return model(inputs, **kwargs)
 
 
-def capture(model, probe_inputs, layers=None) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+def capture(model, probe_inputs, layers=None, logits: bool = True) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """Hidden states (one tensor per layer, (B, T, d) or (B, d)) and logits (or None) of one forward pass.
 
     With ``layers`` (module names), from forward hooks on those modules; else
-    from ``output_hidden_states=True`` (a Hugging Face model). The caller
-    handles no_grad and the model's mode.
+    from ``output_hidden_states=True`` (a Hugging Face model). With
+    ``logits=False`` a Hugging Face model runs without its output head (its
+    ``base_model``: the same hidden states, without the (B, T, vocab) logits,
+    which for a GPT-2-small cost ~40% of the forward). The caller handles
+    no_grad and the model's mode.
     """
     if layers is None:
         if not _is_hf_model(model):
             raise ValueError("layers: this model has no output_hidden_states; name the modules whose outputs to "
                              "measure, e.g. layers=['blocks.0', 'blocks.1'] (names from model.named_modules())")
-        out = _forward(model, probe_inputs, {"output_hidden_states": True})
+        body = model if logits else getattr(model, "base_model", model)
+        out = _forward(body, probe_inputs, {"output_hidden_states": True})
         return list(out.hidden_states), _logits_of(out)
     modules = dict(model.named_modules())
     captured: dict[str, torch.Tensor] = {}
@@ -361,7 +365,7 @@ class GeometryMonitor:
         model.eval()
         try:
             with torch.no_grad():
-                hidden, logits = capture(model, inputs, self.layers)
+                hidden, logits = capture(model, inputs, self.layers, logits=self.labels is not None)
                 states = [select_positions(h, self.position, mask).float().cpu() for h in hidden]
                 if logits is not None and self.labels is not None:
                     logits = select_positions(logits, self.position, mask).float().cpu()
