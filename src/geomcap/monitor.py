@@ -1,5 +1,7 @@
 """Watch the geometry of any training run: a monitor for plain PyTorch loops and a Trainer callback.
 
+In a plain loop::
+
     from geomcap.monitor import GeometryMonitor
     monitor = GeometryMonitor(model, probe_ids, steps=2000, labels=next_tokens)
     for step in range(2001):
@@ -127,7 +129,7 @@ def capture(model, probe_inputs, layers=None, logits: bool = True) -> tuple[list
     from ``output_hidden_states=True`` (a Hugging Face model). With
     ``logits=False`` a Hugging Face model runs without its output head (its
     ``base_model``: the same hidden states, without the (B, T, vocab) logits,
-    which for a GPT-2-small cost ~40% of the forward). The caller handles
+    which for GPT-2 small are ~30% of the forward FLOPs). The caller handles
     no_grad and the model's mode.
     """
     if layers is None:
