@@ -34,7 +34,7 @@ def html(tmp_path_factory):
 def test_book_pages_exist(html):
     for page in ("index.html", "book/intro.html", "book/methods.html", "book/results.html",
                  "book/reproducing.html", "book/api.html", "book/references.html",
-                 "notebooks/01_collapse.html", "notebooks/07_proxy.html"):
+                 "notebooks/01_collapse.html", "notebooks/07_proxy.html", "notebooks/08_monitor.html"):
         assert (html / page).is_file(), page
     # formulas are rendered by the vendored MathJax, not a CDN
     methods = (html / "book" / "methods.html").read_text()

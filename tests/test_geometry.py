@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from geomcap.geometry import effective_rank, rankme, rankme_by_layer, singular_values
+from geomcap.geometry import effective_rank, mean_energy_share, rankme, rankme_by_layer, singular_values
 
 
 def reference_rankme(Z, eps=1e-7):
@@ -87,12 +87,21 @@ def test_rankme_by_layer():
 
 
 def test_mean_energy_share_known_answers():
-    from geomcap.geometry import mean_energy_share
-    v = np.array([3.0, 4.0])
-    assert mean_energy_share(np.tile(v, (5, 1))) == pytest.approx(1.0)       # every row the same
-    assert mean_energy_share(np.array([[1.0, 0], [-1.0, 0]])) == pytest.approx(0.0)  # rows average to 0
-    # N ||mean||^2 / ||Z||_F^2: rows (2, 0) and (0, 0) -> 2 * 1 / 4
-    assert mean_energy_share(torch.tensor([[2.0, 0.0], [0.0, 0.0]])) == pytest.approx(0.5)
-    assert np.isnan(mean_energy_share(np.zeros((3, 2))))
-    with pytest.raises(ValueError):
-        mean_energy_share(np.zeros(3))
+    # rows (1, 0) and (1, 2): mean (1, 1), N ||mean||^2 = 4, ||Z||_F^2 = 1 + 1 + 4 = 6
+    Z = np.array([[1.0, 0.0], [1.0, 2.0]])
+    assert mean_energy_share(Z) == pytest.approx(4 / 6, rel=1e-15)
+    assert mean_energy_share(torch.tensor(Z, dtype=torch.float32)) == pytest.approx(4 / 6, rel=1e-7)
+    same_rows = np.tile([3.0, -1.0, 2.0], (5, 1))
+    assert mean_energy_share(same_rows) == pytest.approx(1.0, rel=1e-15)
+    centred = np.array([[1.0, 2.0], [-1.0, -2.0]])
+    assert mean_energy_share(centred) == 0.0
+    rng = np.random.default_rng(0)
+    shifted = rng.standard_normal((50, 8)) + 10.0
+    share = mean_energy_share(shifted)
+    assert 0.95 < share < 1.0
+
+
+def test_mean_energy_share_zero_and_bad_shape():
+    assert np.isnan(mean_energy_share(np.zeros((4, 3))))
+    with pytest.raises(ValueError, match="2-D"):
+        mean_energy_share(np.zeros((2, 3, 4)))

@@ -23,6 +23,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
     ("06_pythia.ipynb", "revisions", "every:0", "parameter revisions: every:K needs a positive integer K"),
     ("07_proxy.ipynb", "large", "405k", "parameters small and large: must be two different presets"),
     ("07_proxy.ipynb", "timing", "lunch", "parameter timing: unknown value 'lunch'"),
+    ("08_monitor.ipynb", "width", "30", "parameter width: must be a multiple of the 4 attention heads"),
 ])
 def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragment):
     result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook),

@@ -7,6 +7,7 @@
     geomcap pythia standin --out /tmp/standin
     geomcap pythia run --model /tmp/standin --revisions all --benchmarks all --out data/pythia/runs
     geomcap pythia run --model EleutherAI/pythia-2.8b --revisions every:4000 --out data/pythia/runs --delete-downloads
+    geomcap checkpoints my_run/ --prompts prompts.txt --out my_run_geometry   # checkpoint-<N> or step<N> folders
 
 Bad input prints one line on stderr and exits with status 2, writing nothing.
 """
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_parser(sub)
 
     _pythia_parsers(sub)
+    _checkpoints_parser(sub)
     return parser
 
 
@@ -347,12 +349,42 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _checkpoints_parser(sub) -> None:
+    p = sub.add_parser("checkpoints", help="per-layer RankMe of every saved checkpoint (checkpoint-<N> or step<N> "
+                                            "folders of any causal LM) on a file of prompts -> DIR/metrics.csv")
+    p.add_argument("root", help="folder of checkpoint-<N> (Trainer) or step<N> (Pythia) subfolders")
+    p.add_argument("--prompts", required=True, help="text file, one prompt per line")
+    p.add_argument("--out", required=True, help="run directory for metrics.csv")
+    p.add_argument("--position", default="-1",
+                   help="token position per prompt: an index (default -1, the last token) or 'mean'")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
+
+
+def cmd_checkpoints(args) -> int:
+    from geomcap import monitor, train
+
+    position = args.position if args.position == "mean" else None
+    if position is None:
+        try:
+            position = int(args.position)
+        except ValueError:
+            raise ValueError(f"--position must be an integer or 'mean', got {args.position!r}") from None
+    train.check_writable(args.out)
+    prompts = monitor.read_prompts(args.prompts)
+    result = monitor.measure_checkpoints(args.root, prompts, args.out, position=position,
+                                         device=train.resolve_device(args.device),
+                                         progress=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {args.out}/metrics.csv ({len(prompts)} prompts)")
+    print(monitor.collapse_summary(result))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         handler = {"train": cmd_train, "sweep": cmd_sweep, "presets": cmd_presets, "runs": cmd_runs, "show": cmd_show,
-                   "pythia": cmd_pythia, "bench": cmd_bench}[args.command]
+                   "pythia": cmd_pythia, "bench": cmd_bench, "checkpoints": cmd_checkpoints}[args.command]
         return handler(args)
     except (_UsageError, ValueError, FileNotFoundError) as exc:
         print(f"geomcap: error: {exc}".replace("geomcap: error: geomcap", "geomcap"), file=sys.stderr)

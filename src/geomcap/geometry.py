@@ -77,24 +77,25 @@ def rankme(Z, eps: float = 1e-7, centre: bool = False) -> float:
     return float(np.exp(-np.sum(p * np.log(p))))
 
 
-def mean_energy_share(Z) -> float:
-    """Share of Z's uncentred energy carried by its mean row: N ||mean||^2 / ||Z||_F^2, in [0, 1].
+def rankme_by_layer(hidden, eps: float = 1e-7, centre: bool = False) -> np.ndarray:
+    """RankMe of each layer's (N, d) matrix: hidden is a sequence of L such matrices -> (L,)."""
+    return np.array([rankme(h, eps=eps, centre=centre) for h in hidden], dtype=np.float64)
 
-    Z: (N, d), numpy array or torch tensor; float64. Since ||Z||_F^2 = N ||mean||^2 +
-    ||Z - mean||_F^2, it is 1 when every row is the same vector and 0 when the rows
-    average to zero. A share near 1 means uncentred RankMe sees mostly one direction,
-    the mean, whatever the spread around it. A zero matrix gives NaN.
+
+def mean_energy_share(Z) -> float:
+    """Share of Z's energy in its mean row: N ||mean||^2 / ||Z||_F^2, in [0, 1].
+
+    Z: (N, d), numpy array or torch tensor, accumulated in float64. Since
+    ||Z||_F^2 = N ||mean||^2 + ||Z - mean||_F^2, the share is 1 when every row
+    is the same vector and 0 when the rows are centred. Uncentred RankMe at one
+    position is dominated by this shared direction when the share is near 1.
+    A zero (or empty) matrix has no energy: NaN.
     """
     Z = _as_float64_tensor(Z)
     if Z.ndim != 2:
         raise ValueError(f"expected a 2-D matrix (N, d), got shape {tuple(Z.shape)}")
     total = float((Z * Z).sum())
-    if Z.shape[0] == 0 or not np.isfinite(total) or total <= 0:
+    if Z.numel() == 0 or not np.isfinite(total) or total <= 0:
         return float("nan")
     mean = Z.mean(dim=0)
     return float(Z.shape[0] * (mean * mean).sum() / total)
-
-
-def rankme_by_layer(hidden, eps: float = 1e-7, centre: bool = False) -> np.ndarray:
-    """RankMe of each layer's (N, d) matrix: hidden is a sequence of L such matrices -> (L,)."""
-    return np.array([rankme(h, eps=eps, centre=centre) for h in hidden], dtype=np.float64)

@@ -57,9 +57,10 @@ def run_curves(metrics, title: str | None = None, measure: str = "rankme", chanc
     fig, (ax_acc, ax_rank) = plt.subplots(2, 1, figsize=(7, 5.6), sharex=True,
                                           gridspec_kw={"height_ratios": [1, 1.4]})
     steps, acc = events.tidy_series(metrics, "accuracy")
-    _, train_acc = events.tidy_series(metrics, "train_accuracy")
     ax_acc.plot(steps, acc, label="test accuracy (exact match)", color="k")
-    ax_acc.plot(steps, train_acc, label="train accuracy", color="0.6", linewidth=1)
+    if "train_accuracy" in set(metrics["measure"]):  # absent from a monitor's table
+        train_steps, train_acc = events.tidy_series(metrics, "train_accuracy")
+        ax_acc.plot(train_steps, train_acc, label="train accuracy", color="0.6", linewidth=1)
     ax_acc.axhline(0.5, color="0.8", linewidth=0.8)
     ax_acc.set_ylabel("accuracy")
     ax_acc.set_ylim(-0.02, 1.02)

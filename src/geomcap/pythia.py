@@ -71,7 +71,7 @@ from geomcap import diagnostics, events, geometry, store
 __all__ = [
     "SCHEDULE_STEPS", "REVISIONS", "TOKENS_PER_STEP", "PAPER_GAP_STEPS", "PAPER_MODEL", "SIZES",
     "RevisionUnavailable", "hub_name", "revision_step", "check_model", "local_revisions",
-    "select_revisions", "load_tokenizer", "load_revision", "delete_cached_revision", "Scores",
+    "select_revisions", "load_tokenizer", "load_revision", "load_pretrained", "delete_cached_revision", "Scores",
     "score_items", "accuracy", "benchmark_rows", "run", "build_standin", "standin_info", "load_runs",
     "summary_table", "section_runs", "claim_from_store", "select_metrics", "claim_c7", "describe", "timing_table", "cost_estimate",
     "check_benchmarks", "check_layers", "available_revisions", "data_root", "encode_items",
@@ -300,18 +300,45 @@ def load_revision(model, revision: str, cache_dir=None, device="cpu", dtype=None
         args, kwargs = (str(folder),), {}
     else:
         args, kwargs = (str(model),), {"revision": revision, "cache_dir": cache_dir}
+    return load_pretrained(*args, model_class=GPTNeoXForCausalLM, device=device, dtype=dtype,
+                           what=f"{model}: revision {revision}", **kwargs)
+
+
+def load_pretrained(source, *, model_class=None, device="cpu", dtype=None, what=None, **kwargs):
+    """A model saved with ``save_pretrained`` (a folder, or a hub name with ``revision=``), checked, in eval mode.
+
+    The one loading path for checkpoints: :func:`load_revision` (Pythia) and
+    ``geomcap checkpoints`` (any causal LM) call it. ``model_class``: default
+    ``AutoModelForCausalLM`` (the architecture from the folder's config.json);
+    no remote code. Weights load safely: safetensors, or ``torch.load`` with
+    ``weights_only=True`` for a ``.bin`` file. ``what`` names the checkpoint in
+    messages. ``dtype``: default float32 on CPU, bfloat16 on GPU.
+
+    Raises
+    ------
+    RevisionUnavailable
+        The checkpoint is absent or unreadable, or its weights are incomplete
+        (missing tensors) or non-finite; the message says which.
+    """
+    if model_class is None:
+        from transformers import AutoModelForCausalLM as model_class
+
+    _quiet_transformers()
+    device = torch.device(device)
+    dtype = default_dtype(device) if dtype is None else dtype
+    what = what or str(source)
     try:
-        net, info = GPTNeoXForCausalLM.from_pretrained(*args, dtype=dtype, output_loading_info=True, **kwargs)
+        net, info = model_class.from_pretrained(str(source), dtype=dtype, output_loading_info=True,
+                                                weights_only=True, trust_remote_code=False, **kwargs)
     except Exception as exc:  # noqa: BLE001 - absent branch, offline miss, truncated file, ...
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RevisionUnavailable(f"{model}: revision {revision} unavailable: {type(exc).__name__}: "
-                                  f"{reason}") from exc
+        raise RevisionUnavailable(f"{what} unavailable: {type(exc).__name__}: {reason}") from exc
     missing = [k for k in info.get("missing_keys", ()) if "inv_freq" not in k and "masked_bias" not in k]
     if missing:
-        raise RevisionUnavailable(f"{model}: revision {revision} broken: {len(missing)} weights missing "
+        raise RevisionUnavailable(f"{what} broken: {len(missing)} weights missing "
                                   f"({', '.join(sorted(missing)[:3])}, ...)")
     if not all(bool(torch.isfinite(p).all()) for p in net.parameters()):
-        raise RevisionUnavailable(f"{model}: revision {revision} broken: non-finite weights")
+        raise RevisionUnavailable(f"{what} broken: non-finite weights")
     return net.to(device).eval()
 
 

@@ -1,0 +1,370 @@
+"""geomcap.monitor: capture, position selection, schedule, streaming events, Trainer callback, saved checkpoints."""
+import logging
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers / huggingface_hub are imported
+os.environ["DISABLE_SAFETENSORS_CONVERSION"] = "1"
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from geomcap import cli, events, geometry, monitor, plots, pythia, store
+from geomcap.monitor import GeometryCallback, GeometryMonitor, select_positions
+from geomcap.train import checkpoint_steps
+
+V, N_DIGITS = 12, 4  # toy task: N_DIGITS tokens from 2..V-1, separator 1, then the first token again
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def copy_task(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(2, V, (n, N_DIGITS), generator=g)
+    return torch.cat([x, torch.ones(n, 1, dtype=torch.long), x[:, :1]], dim=1)
+
+
+def tiny_gpt2(seed=0, n_layer=2):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=8, n_embd=32, n_layer=n_layer, n_head=2))
+
+
+class Blocks(torch.nn.Module):
+    """A plain model (no output_hidden_states): embedding, two residual MLP blocks, a head."""
+
+    def __init__(self, d=8, vocab=V):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(vocab, d)
+        self.blocks = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(d, d), torch.nn.Dropout(0.5))
+                                           for _ in range(2)])
+        self.head = torch.nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        for block in self.blocks:
+            h = h + block(h)
+        return self.head(h)
+
+
+# --------------------------------------------------------------------- positions
+
+
+def test_select_positions_known_answers():
+    h = torch.arange(2 * 4 * 1, dtype=torch.float32).reshape(2, 4, 1)  # h[b, t] = 4b + t
+    assert select_positions(h, -1).ravel().tolist() == [3, 7]
+    assert select_positions(h, 1).ravel().tolist() == [1, 5]
+    assert select_positions(h, "mean").ravel().tolist() == [1.5, 5.5]
+    right = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])  # right padding: row 0 has 2 real tokens
+    assert select_positions(h, -1, right).ravel().tolist() == [1, 7]
+    assert select_positions(h, -2, right).ravel().tolist() == [0, 6]
+    left = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
+    assert select_positions(h, -1, left).ravel().tolist() == [3, 7]
+    assert select_positions(h, "mean", right).ravel().tolist() == [0.5, 5.5]
+    mask = torch.tensor([[True, False, True, False], [False, False, False, True]])
+    assert select_positions(h, mask).ravel().tolist() == [0, 2, 7]
+    flat = torch.ones(3, 5)
+    assert select_positions(flat, -1) is flat  # one vector per example already
+    with pytest.raises(ValueError, match="fewer than 3 attended"):
+        select_positions(h, -3, right)
+    with pytest.raises(ValueError, match="outside"):
+        select_positions(h, 4)
+    with pytest.raises(ValueError, match="position must be"):
+        GeometryMonitor(Blocks(), torch.zeros(2, 3, dtype=torch.long), position="last", layers=["embed"])
+
+
+# --------------------------------------------------------------------- plain module, hooks
+
+
+def test_hook_capture_on_a_plain_module_matches_a_manual_forward():
+    model = Blocks()
+    ids = copy_task(64, 1)[:, :N_DIGITS]
+    mon = GeometryMonitor(model, ids, layers=["embed", "blocks.0", "blocks.1"], labels=ids[:, 0].numpy())
+    model.train()
+    mon.record(0)
+    assert model.training  # mode restored
+    assert all(p.grad is None for p in model.parameters())
+    with torch.no_grad():  # the same states by hand, in eval mode (dropout off)
+        model.eval()
+        h0 = model.embed(ids)
+        h1 = h0 + model.blocks[0](h0)
+        h2 = h1 + model.blocks[1](h1)
+        logits = model.head(h2)[:, -1]
+    m = mon.metrics
+    rank = m[m.measure == "rankme"].sort_values("layer")
+    # a hooked block's output is the block itself (before the residual add), as named
+    expected = [geometry.rankme(h0[:, -1]), geometry.rankme(model.blocks[0](h0)[:, -1]),
+                geometry.rankme(model.blocks[1](h1)[:, -1])]
+    np.testing.assert_allclose(rank.value, expected, rtol=1e-6)
+    share = m[(m.measure == "mean_energy_share") & (m.layer == 0)].value.item()
+    assert share == pytest.approx(geometry.mean_energy_share(h0[:, -1]), rel=1e-6)
+    acc = (logits.argmax(-1) == ids[:, 0]).float().mean().item()
+    assert m[m.measure == "accuracy"].value.item() == pytest.approx(acc)
+    assert set(m.layer[m.measure == "probe_accuracy"]) == {0, 1, 2}
+    with pytest.raises(ValueError, match="layers: unknown module name 'blocks.7'"):
+        GeometryMonitor(model, ids, layers=["blocks.7"])
+    with pytest.raises(ValueError, match="no output_hidden_states"):
+        GeometryMonitor(model, ids).record(0)
+    with pytest.raises(ValueError, match="not after the last recorded step"):
+        mon.record(0)
+
+
+# --------------------------------------------------------------------- a plain loop on a Hugging Face model
+
+
+class Writer:
+    def __init__(self):
+        self.calls = []
+
+    def add_scalar(self, tag, value, step):
+        self.calls.append((tag, value, step))
+
+
+def test_monitor_in_a_plain_loop_on_a_hugging_face_model(tmp_path):
+    model = tiny_gpt2()
+    train, test = copy_task(512, 0), copy_task(64, 1)
+    writer = Writer()
+    steps = 40
+    mon = GeometryMonitor(model, test[:, :-1], steps=steps, labels=test[:, -1].numpy(), writer=writer)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    recorded = []
+    for step in range(steps + 1):
+        if mon.maybe_record(step):
+            recorded.append(step)
+        if step == steps:
+            break
+        batch = train[torch.randint(len(train), (32,), generator=g)]
+        loss = model(batch, labels=batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert recorded == checkpoint_steps(steps).tolist()
+    assert not mon.maybe_record(steps)  # already recorded
+    m = mon.metrics
+    assert list(m.columns) == list(store.METRIC_COLUMNS)
+    assert m.dtypes["step"] == np.int64 and m.dtypes["layer"] == np.int64
+    assert sorted(m.layer[m.measure == "rankme"].unique()) == [0, 1, 2]  # embeddings, block 1, final
+    assert sorted(m.measure[m.layer == -1].unique()) == ["accuracy", "test_loss"]
+    assert mon.chance == pytest.approx(np.bincount(test[:, -1]).max() / 64)
+    summary = events.summarize_run(m, chance=mon.chance)  # the events code works on it unchanged
+    assert summary["final_layer"] == 2 and summary["collapse"] is not None
+    fig = plots.run_curves(m, chance=mon.chance)  # and the plots
+    assert len(fig.axes[1].lines) >= 3
+    plt.close(fig)
+    assert ("geometry/rankme/layer_2", m[(m.measure == "rankme") & (m.layer == 2)].value.iloc[-1], steps) in writer.calls
+    path = mon.save(tmp_path / "run")
+    pd.testing.assert_frame_equal(store.read_metrics(tmp_path / "run"), m)
+    assert path == tmp_path / "run" / store.METRICS_FILE
+    assert mon.seconds > 0
+
+
+def test_schedule_options():
+    model, ids = Blocks(), torch.zeros(4, 3, dtype=torch.long)
+    every = GeometryMonitor(model, ids, every=5, layers=["embed"])
+    assert [s for s in range(12) if every.due(s)] == [0, 5, 10]
+    chosen = GeometryMonitor(model, ids, schedule=[3, 7], layers=["embed"])
+    assert [s for s in range(12) if chosen.due(s)] == [3, 7]
+    with pytest.raises(ValueError, match="give one of every, schedule or steps"):
+        GeometryMonitor(model, ids, every=5, steps=100, layers=["embed"])
+    with pytest.raises(ValueError, match="every must be a positive integer"):
+        GeometryMonitor(model, ids, every=0, layers=["embed"])
+    with pytest.raises(ValueError, match="needs a schedule"):
+        GeometryMonitor(model, ids, layers=["embed"]).maybe_record(0)
+
+
+# --------------------------------------------------------------------- streaming events, no look-ahead
+
+
+class Spectrum(torch.nn.Module):
+    """Scales the columns of its input by ``s``: the RankMe of its output is set by s."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.s = torch.nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * self.s
+
+
+def synthetic_rankme_curve():
+    """Spectra giving a clean collapse (steps 0-6), a floor (6), a recovery (7-12) and a plateau."""
+    steps = list(range(0, 21))
+    k = [1.0, 0.8, 0.6, 0.4, 0.25, 0.12, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.8] + [0.8] * 8  # spread of the tail
+    return steps, k
+
+
+def test_streamed_collapse_is_reported_once_certain_and_never_revised(caplog):
+    d = 16
+    x = torch.linalg.qr(torch.randn(64, d, generator=torch.Generator().manual_seed(0)))[0] * 8  # orthogonal columns
+    layer = Spectrum(d)
+    mon = GeometryMonitor(torch.nn.Sequential(layer), x, layers=["0"])
+    steps, k = synthetic_rankme_curve()
+    reports, logged_at = [], []
+    with caplog.at_level(logging.INFO, logger="geomcap.monitor"):
+        for step, spread in zip(steps, k):
+            with torch.no_grad():
+                layer.s.copy_(torch.tensor([1.0] + [spread] * (d - 1)))
+            if "geometry/events/floor_step" in mon.record(step):
+                logged_at.append(step)
+            reports.append(mon.events)
+    s, v = mon.final_rankme
+    whole = events.collapse(s, v)
+    assert whole.collapsed and whole.floor_step == 6 and whole.recovery_step is not None
+    first = next(i for i, r in enumerate(reports) if r["floor_step"] is not None)
+    assert reports[first]["reported_at_step"] == whole.recovery_step == 8  # as soon as it is certain ...
+    assert logged_at == [8]
+    for r in reports[first:]:  # ... and the same for every longer prefix and for the whole series
+        assert r == reports[first]
+    assert (reports[first]["floor_step"], reports[first]["recovery_step"]) == (whole.floor_step, whole.recovery_step)
+    assert reports[first]["floor_value"] == pytest.approx(whole.floor_value)
+    for i in range(first):  # nothing before
+        assert reports[i]["floor_step"] is None
+    assert sum("collapse" in rec.getMessage() for rec in caplog.records) == 1
+    # the prefix rule itself: at every prefix long enough to contain the recovery it gives the same floor
+    for end in range(first + 1, len(s) + 1):
+        assert monitor._confirmed_collapse(s[:end], v[:end])["floor_step"] == whole.floor_step
+    assert monitor._confirmed_collapse(s[:first], v[:first]) is None
+
+
+# --------------------------------------------------------------------- Hugging Face Trainer
+
+
+class Recorder:
+    """Stands where a report_to logger (TensorBoard, ...) stands in the Trainer's callback list."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __getattr__(self, name):  # every other event: no-op
+        if name.startswith("on_"):
+            return lambda *a, **k: None
+        raise AttributeError(name)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.seen.append((state.global_step, dict(logs)))
+
+
+def test_callback_in_a_real_trainer_run(tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    model = tiny_gpt2()
+    train, test = copy_task(256, 0), copy_task(64, 1)
+    labels = train.clone()
+    labels[:, :-1] = -100  # loss on the answer only
+    data = [{"input_ids": x, "labels": y} for x, y in zip(train, labels)]
+    callback = GeometryCallback(test[:, :-1], labels=test[:, -1].numpy())
+    max_steps = 24
+    args = TrainingArguments(str(tmp_path / "trainer"), max_steps=max_steps, per_device_train_batch_size=16,
+                             learning_rate=3e-3, logging_steps=5, report_to="none", save_strategy="no",
+                             use_cpu=True, disable_tqdm=True, seed=0)
+    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[callback])
+    recorder = Recorder()
+    trainer.callback_handler.callbacks.insert(0, recorder)  # a reporting callback, first in line
+    callback.attach(trainer)  # ... moves the geometry callback ahead of it
+    assert trainer.callback_handler.callbacks.count(callback) == 1
+    trainer.train()
+    m = callback.metrics
+    recorded = sorted(m.step.unique())
+    assert recorded == checkpoint_steps(max_steps).tolist()
+    final = m[(m.measure == "rankme") & (m.layer == 2)].set_index("step").value
+    logged = {h["step"]: h for h in trainer.state.log_history if "geometry/rankme/layer_2" in h}
+    assert sorted(logged) == recorded[1:]  # step 0 precedes the first update: no Trainer log there
+    for step, h in logged.items():
+        assert h["geometry/rankme/layer_2"] == final[step]
+    seen = {step: logs for step, logs in recorder.seen if "geometry/rankme/layer_2" in logs}
+    assert sorted(seen) == recorded[1:]
+    assert any("loss" in h for h in trainer.state.log_history)
+    assert callback.events["layer"] == 2
+    with pytest.raises(ValueError, match="unknown option 'evry'"):
+        GeometryCallback(test, evry=3)
+
+
+# --------------------------------------------------------------------- saved checkpoints
+
+
+PROMPTS = ["the cat sat on the mat", "a dog ran", "the bird sang a song today", "two cats", "one mat and a dog",
+           "song of the bird", "the dog sat", "a cat ran on the mat today"]
+
+
+def make_tokenizer():
+    return pythia.train_tokenizer(PROMPTS * 5, vocab_size=300)
+
+
+def make_root(root, style, tokenizer):
+    """Three checkpoints of a random tiny causal LM, saved as a Trainer or a Pythia-style run."""
+    from transformers import GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForCausalLM
+
+    root.mkdir()
+    for i, step in enumerate((0, 5, 20)):
+        torch.manual_seed(i)
+        if style == "trainer":
+            net = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=32, n_embd=16, n_layer=2,
+                                             n_head=2))
+            folder = root / f"checkpoint-{step}"
+        else:
+            net = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
+                                                   num_attention_heads=2, intermediate_size=32,
+                                                   max_position_embeddings=32))
+            folder = root / f"step{step}"
+        net.save_pretrained(folder)
+        if style == "pythia":
+            tokenizer.save_pretrained(folder)  # tokenizer in each folder
+    if style == "trainer":
+        tokenizer.save_pretrained(root)  # tokenizer in the root
+        (root / "runs").mkdir()  # other folders are ignored
+    return root
+
+
+@pytest.mark.parametrize("style", ["trainer", "pythia"])
+def test_checkpoints_command_on_trainer_and_pythia_roots(style, tmp_path, capsys):
+    tokenizer = make_tokenizer()
+    root = make_root(tmp_path / "root", style, tokenizer)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS) + "\n\n")
+    out = tmp_path / "out"
+    assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(out)]) == 0
+    m = store.read_metrics(out)
+    assert sorted(m.step.unique()) == [0, 5, 20]
+    assert sorted(m.layer[m.measure == "rankme"].unique()) == [0, 1, 2]
+    # known answer, computed prompt by prompt (no padding): the last token's final hidden state
+    folder = root / ("checkpoint-5" if style == "trainer" else "step5")
+    net = pythia.load_pretrained(folder)
+    with torch.no_grad():
+        last = [net(**tokenizer(p, return_tensors="pt"), output_hidden_states=True).hidden_states[-1][0, -1]
+                for p in PROMPTS]
+    expected = geometry.rankme(torch.stack(last))
+    got = m[(m.step == 5) & (m.layer == 2) & (m.measure == "rankme")].value.item()
+    assert got == pytest.approx(expected, rel=1e-5)
+    printed = capsys.readouterr().out
+    assert "3 checkpoints, steps 0 .. 20" in printed and "rankme final layer" in printed
+
+
+def test_checkpoints_bad_input(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("a\nb\n")
+    assert cli.main(["checkpoints", str(tmp_path / "empty"), "--prompts", str(prompts), "--out",
+                     str(tmp_path / "o")]) == 2
+    assert "no checkpoint-<N> or step<N> subfolder" in capsys.readouterr().err
+    (tmp_path / "twice" / "step5").mkdir(parents=True)
+    (tmp_path / "twice" / "checkpoint-5").mkdir()
+    with pytest.raises(ValueError, match="both step 5"):
+        monitor.checkpoint_folders(tmp_path / "twice")
+    prompts.write_text("only one\n")
+    with pytest.raises(ValueError, match="at least 2 prompts"):
+        monitor.read_prompts(prompts)
