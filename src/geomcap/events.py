@@ -1204,8 +1204,8 @@ def format_summary(summary: dict) -> str:
     acquired = (f"acquired at step {summary['acquisition_step']}" if summary["acquisition_step"] is not None
                 else "never acquired (chance-corrected > 0.5 for 3 checkpoints)")
     lines = [f"accuracy   final {summary['final_accuracy']:.3f}{chance}; {acquired}; last step "
-             f"{summary.get('last_step')}; plateau at chance over {_fmt(summary.get('plateau_fraction'))} "
-             f"of the steps before acquisition"]
+             f"{summary.get('last_step')}; at chance over {_fmt(summary.get('plateau_fraction'))} of the steps "
+             f"{'before acquisition' if summary['acquisition_step'] is not None else 'of the run'}"]
     c = summary["collapse"]
     if c is not None:
         lines.append(f"{summary.get('measure', 'rankme'):<10} layer {summary['final_layer']} (final): initial {c['initial_value']:.2f}, "
