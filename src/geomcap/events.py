@@ -45,6 +45,18 @@ if TYPE_CHECKING:  # pandas is only needed by the table helpers
 
 __all__ = [
     "PROTOCOL",
+    "SMOOTH",
+    "COLLAPSE_WINDOW",
+    "ONSET_FRACTION",
+    "RECOVERY_FRACTION",
+    "RECOVERY_HOLD",
+    "MIN_RELATIVE_DROP",
+    "LAYER_FRACTION",
+    "MIN_TOP_DOWN_LAYERS",
+    "TRANSITION_FRACTION",
+    "MIN_LEAD_CHECKPOINTS",
+    "HORIZON_SHARE",
+    "PLATEAU_LEVEL",
     "acquisition_step",
     "Collapse",
     "collapse",

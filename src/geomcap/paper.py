@@ -12,6 +12,7 @@ as numbers, for the verdict rules of :mod:`geomcap.results`).
 
 from __future__ import annotations
 
+#: claim -> {statement, figure, values}: the paper's claims C1-C8 and their figures
 CLAIMS = {
     "C1": {"statement": "RankMe collapses, recovers, then accuracy rises",
            "figure": "144/144 combinations ordered",

@@ -525,6 +525,7 @@ HARD_MIN_STEP = 500
 HARD_MIN_PLATEAU = 0.5
 #: easy = acquired within the collapse window (the first :data:`geomcap.events.COLLAPSE_WINDOW` steps)
 EASY_MAX_STEP = events.COLLAPSE_WINDOW
+#: the classes of :func:`difficulty_class`
 DIFFICULTY_CLASSES = ("easy", "intermediate", "hard", "not acquired")
 
 
@@ -760,6 +761,7 @@ def timing_concordance(summary: pd.DataFrame, small: str, large: str,
 # results page. The paper's figures come from geomcap.paper; ours are computed; each row carries a
 # verdict chosen by a stated rule from the numbers.
 
+#: the four verdicts a claim can get
 VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not testable")
 #: a share at or above this "holds" (C1, C4), and the paper's C5 rate floor (v1: 75-100%)
 HOLDS = 0.9
