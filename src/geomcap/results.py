@@ -1006,9 +1006,10 @@ def verdict_table(rows) -> pd.DataFrame:
 
 def claims_from_store(root="", small: str = "405k", large: str = "1.3m",
                       pythia_summary: pd.DataFrame | None = None) -> list[dict]:
-    """Every claim (C1-C8) over all complete runs of a store ("" = the committed data/runs), each as a
-    :func:`claim_row` with its verdict: the book's results page. C7 needs ``pythia_summary``
-    (:func:`geomcap.pythia.summary_table`); without it C7 is "not testable"."""
+    """Every algorithmic claim (C1-C6, C8) over all complete runs of a store ("" = the committed
+    data/runs), each as a :func:`claim_row` with its verdict: the book's results page. With
+    ``pythia_summary`` (:func:`geomcap.pythia.summary_table`) C7 is included between C6 and C8;
+    without it the caller adds C7 (:func:`geomcap.pythia.claim_from_store`)."""
     runs = load_runs(Path(root) if root else data_root())
     summary = summary_table(runs)
     centred = summary_table(runs, measure="rankme_centred")
@@ -1016,5 +1017,8 @@ def claims_from_store(root="", small: str = "405k", large: str = "1.3m",
     probes = probe_table(metrics, runs)
     correlations = trajectory_correlation(metrics, runs, small, large)
     concordance = timing_concordance(summary, small, large)
-    return [claim_c1(summary, centred), claim_c2(summary, centred), claim_c3(summary), claim_c4(probes),
-            claim_c5(summary), claim_c6(summary), claim_c7(pythia_summary), claim_c8(correlations, concordance)]
+    rows = [claim_c1(summary, centred), claim_c2(summary, centred), claim_c3(summary), claim_c4(probes),
+            claim_c5(summary), claim_c6(summary), claim_c8(correlations, concordance)]
+    if pythia_summary is not None:
+        rows.insert(6, claim_c7(pythia_summary))
+    return rows
