@@ -654,3 +654,20 @@ def test_summarize_run_top_down_on_the_residual_stream():
     without = events.summarize_run(synthetic_run(residual=False))["top_down"]
     assert without["residual_measure"] is None and "not recorded" in without["basis"]
     assert without["rho_step"] == without["post_ln"]["rho_step"]
+
+
+def test_analysis_complete_marks_a_safe_stop():
+    metrics = synthetic_run()
+    full = events.summarize_run(metrics)
+    steps, acc = tidy_series(metrics, "accuracy")
+    _, rank = tidy_series(metrics, "rankme", layer=4)
+    done = [events.confirmed_events(steps[:k], rank[:k], acc[:k])["analysis_complete"] for k in range(1, steps.size + 1)]
+    first = done.index(True)
+    assert all(done[first:]) and not any(done[:first])
+    stop = int(steps[first])
+    assert stop >= full["horizon_step"] and stop >= full["collapse"]["recovery_certain_step"]
+    stopped = events.summarize_run(metrics[metrics["step"] <= stop])
+    for key in ("acquisition_step", "plateau_fraction", "horizon_step", "precursors", "top_down", "collapse",
+                "order_collapse_recovery_acquisition"):
+        assert stopped[key] == full[key], key
+    assert not events.confirmed_events(steps, rank)["analysis_complete"]  # without accuracy: never

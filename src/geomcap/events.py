@@ -508,7 +508,9 @@ def confirmed_events(steps, values, accuracy=None, *, chance: float = 0.0, thres
     chance, threshold, patience
         As in :func:`summarize_run` / :func:`acquisition_step`.
     **collapse_kwargs
-        Passed to :func:`collapse` (``smooth``, ``window``, ``hold``, ...).
+        Passed to :func:`collapse` (``smooth``, ``window``, ``hold``, ...);
+        ``horizon_share`` (default :data:`HORIZON_SHARE`) is taken out for
+        ``analysis_complete``.
 
     Returns
     -------
@@ -518,9 +520,15 @@ def confirmed_events(steps, values, accuracy=None, *, chance: float = 0.0, thres
         relative_drop, collapsed, floor_certain_step`` (all None until the
         floor is certain), ``recovery_step, recovery_certain_step`` (None
         until the recovery is certain), ``acquisition_step`` (None until
-        confirmed, or without ``accuracy``).
+        confirmed, or without ``accuracy``), ``analysis_complete``: True once
+        the acquisition is confirmed, the transition horizon
+        (:func:`horizon_step`) is reached, the floor is certain and, when the
+        series collapsed, so is its recovery -- a run may stop there without
+        changing what :func:`summarize_run` reports (always False without
+        ``accuracy``).
     """
     s, v = _check_series(steps, values)
+    horizon_share = collapse_kwargs.pop("horizon_share", HORIZON_SHARE)
     out = {"as_of_step": int(s[-1]) if s.size else None}
     keys = ("floor_step", "floor_value", "peak_step", "peak_value", "onset_step", "drop", "relative_drop",
             "collapsed", "floor_certain_step", "recovery_step", "recovery_certain_step")
@@ -532,9 +540,15 @@ def confirmed_events(steps, values, accuracy=None, *, chance: float = 0.0, thres
             if c.recovery_certain_step is not None:
                 out.update(recovery_step=c.recovery_step, recovery_certain_step=c.recovery_certain_step)
     out["acquisition_step"] = None
-    if accuracy is not None:
+    out["analysis_complete"] = False
+    if accuracy is not None and s.size:
         _check_series(s, accuracy, "accuracy")
-        out["acquisition_step"] = acquisition_step(s, chance_corrected(accuracy, chance), threshold, patience)
+        acq = acquisition_step(s, chance_corrected(accuracy, chance), threshold, patience)
+        out["acquisition_step"] = acq
+        out["analysis_complete"] = bool(
+            acq is not None and s[-1] >= np.floor(acq * (1 + horizon_share))
+            and out["floor_certain_step"] is not None
+            and (not out["collapsed"] or out["recovery_certain_step"] is not None))
     return out
 
 
