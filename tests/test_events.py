@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from geomcap import events
 from geomcap.events import (
     Collapse,
     Precursor,
@@ -493,8 +494,6 @@ def test_summarize_run_no_after_floor_without_collapse():
 # ---------------------------------------------------------------------------
 # the protocol: window, hold, certainty (no look-ahead), readings, horizon, plateau
 # ---------------------------------------------------------------------------
-
-from geomcap import events  # noqa: E402
 
 #: the new checkpoint schedule: every step over the first 128, then every 20 steps
 DENSE = np.concatenate([np.arange(0, 128), np.arange(140, 3001, 20)])
