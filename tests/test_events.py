@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from geomcap import events
 from geomcap.events import (
     Collapse,
     Precursor,
@@ -26,6 +27,8 @@ from geomcap.events import (
 # ---------------------------------------------------------------------------
 
 STEPS10 = np.arange(10) * 10
+#: the collapse rule's mechanics without the protocol's smoothing, window and hold
+RAW = dict(smooth=1, window=None, hold=1)
 
 
 def test_acquisition_never():
@@ -94,7 +97,7 @@ def v_curve(steps):
 
 def test_collapse_v_shape():
     steps = np.arange(0, 101, 2)  # grid chosen so no value sits exactly on a level
-    c = collapse(steps, v_curve(steps))
+    c = collapse(steps, v_curve(steps), **RAW)
     assert isinstance(c, Collapse)
     assert (c.initial_step, c.initial_value) == (0, 100.0)
     assert (c.peak_step, c.peak_value) == (0, 100.0)
@@ -113,7 +116,7 @@ def test_collapse_v_shape():
 def test_collapse_onset_ignores_early_dip_that_bounces_back():
     steps = np.arange(8) * 10
     x = np.array([100, 80, 99, 95, 60, 30, 10, 50.0])
-    c = collapse(steps, x)
+    c = collapse(steps, x, **RAW)
     # below 91 at step 10, but back above it at 20-30; the final stretch starts at 40
     assert c.onset_step == 40
     assert c.floor_step == 60
@@ -121,7 +124,7 @@ def test_collapse_onset_ignores_early_dip_that_bounces_back():
 
 def test_collapse_rise_then_fall_then_partial_rebound():
     steps = np.array([0, 10, 20, 30])
-    c = collapse(steps, [8.0, 70.0, 20.0, 25.0])
+    c = collapse(steps, [8.0, 70.0, 20.0, 25.0], **RAW)
     assert (c.initial_step, c.initial_value) == (0, 8.0)
     assert (c.peak_step, c.peak_value) == (10, 70.0)
     assert (c.floor_step, c.floor_value) == (20, 20.0)
@@ -135,7 +138,7 @@ def test_collapse_minimum_at_last_checkpoint():
     # fast expansion, then compression to a minimum at the last checkpoint
     steps = np.arange(0, 301, 10)
     x = np.interp(steps, [0, 10, 100, 300], [8.0, 60.0, 70.0, 5.0])
-    c = collapse(steps, x)
+    c = collapse(steps, x, **RAW)
     assert c.peak_step == 100 and c.floor_step == 300
     assert c.recovery_step is None
     assert c.collapsed is True
@@ -145,23 +148,23 @@ def test_collapse_minimum_at_last_checkpoint():
 def test_collapse_gradual_rise_min_vs_drawdown():
     steps = np.arange(0, 401, 10)
     x = np.interp(steps, [0, 100, 300, 400], [8.0, 70.0, 20.0, 25.0])
-    c = collapse(steps, x)  # "min": floor on the way up, no drop (documented caveat)
+    c = collapse(steps, x, **RAW)  # "min": floor on the way up, no drop (documented caveat)
     assert c.floor_step == 10 and c.drop == 0 and c.collapsed is False
-    d = collapse(steps, x, floor="drawdown")
+    d = collapse(steps, x, floor="drawdown", **RAW)
     assert (d.peak_step, d.peak_value) == (100, 70.0)
     assert (d.floor_step, d.floor_value) == (300, 20.0)
     assert d.recovery_step is None and d.collapsed is True
     # agrees with "min" on a plain V, and falls back to it when nothing declines
     steps2 = np.arange(0, 101, 2)
-    assert collapse(steps2, v_curve(steps2), floor="drawdown") == collapse(steps2, v_curve(steps2))
-    assert collapse(steps2, steps2 + 1.0, floor="drawdown").floor_step == 2
+    assert collapse(steps2, v_curve(steps2), floor="drawdown", **RAW) == collapse(steps2, v_curve(steps2), **RAW)
+    assert collapse(steps2, steps2 + 1.0, floor="drawdown", **RAW).floor_step == 2
     with pytest.raises(ValueError):
-        collapse(steps2, v_curve(steps2), floor="max")
+        collapse(steps2, v_curve(steps2), floor="max", **RAW)
 
 
 def test_collapse_monotone_increasing_is_not_collapsed():
     steps = np.arange(20)
-    c = collapse(steps, 1.0 + steps.astype(float))
+    c = collapse(steps, 1.0 + steps.astype(float), **RAW)
     assert c.collapsed is False
     assert c.drop == 0.0
     assert c.floor_step == 1  # min over checkpoints after initialisation
@@ -170,10 +173,10 @@ def test_collapse_monotone_increasing_is_not_collapsed():
 
 def test_collapse_small_drop_not_collapsed():
     steps = np.arange(5)
-    c = collapse(steps, [100, 98, 95, 97, 99.0])
+    c = collapse(steps, [100, 98, 95, 97, 99.0], **RAW)
     assert c.relative_drop == pytest.approx(0.05)
     assert c.collapsed is False
-    assert collapse(steps, [100, 98, 95, 97, 99.0], min_relative_drop=0.05).collapsed is True
+    assert collapse(steps, [100, 98, 95, 97, 99.0], min_relative_drop=0.05, **RAW).collapsed is True
 
 
 def test_collapse_noisy_v_with_smoothing():
@@ -181,7 +184,7 @@ def test_collapse_noisy_v_with_smoothing():
     steps = np.arange(0, 1001, 10)
     clean = np.interp(steps, [0, 500, 1000], [100.0, 10.0, 80.0])
     noisy = clean + rng.normal(0, 2.0, steps.size)
-    c = collapse(steps, noisy, smooth=5)
+    c = collapse(steps, noisy, **{**RAW, "smooth": 5})
     assert abs(c.floor_step - 500) <= 3 * 10
     assert c.collapsed
     assert c.recovery_step is not None and c.recovery_step > c.floor_step
@@ -191,24 +194,24 @@ def test_collapse_nan_ignored_and_steps_from_original():
     steps = np.arange(0, 101, 2)
     x = v_curve(steps)
     x[[3, 10, 25, 40]] = np.nan  # step 50 (index 25) is the true floor
-    c = collapse(steps, x)
+    c = collapse(steps, x, **RAW)
     assert c.floor_step == 48 or c.floor_step == 52
     assert c.floor_value == pytest.approx(10 + 1.4 * 2)
     assert c.initial_step == 0
     # NaN at initialisation: the first finite checkpoint is the initial one
     x[0] = np.nan
-    assert collapse(steps, x).initial_step == 2
+    assert collapse(steps, x, **RAW).initial_step == 2
 
 
 def test_collapse_errors():
     with pytest.raises(ValueError, match="at least 2 finite"):
-        collapse(np.arange(4), np.full(4, np.nan))
+        collapse(np.arange(4), np.full(4, np.nan), **RAW)
     with pytest.raises(ValueError, match="at least 2 finite"):
-        collapse(np.arange(4), [1.0, np.nan, np.nan, np.nan])
+        collapse(np.arange(4), [1.0, np.nan, np.nan, np.nan], **RAW)
     with pytest.raises(ValueError, match="odd"):
-        collapse(np.arange(4), np.arange(4.0), smooth=4)
+        collapse(np.arange(4), np.arange(4.0), **{**RAW, "smooth": 4})
     with pytest.raises(ValueError):
-        collapse(np.arange(4), np.arange(4.0), onset_fraction=1.5)
+        collapse(np.arange(4), np.arange(4.0), onset_fraction=1.5, **RAW)
 
 
 def test_rolling_median_centred_shrinking():
@@ -273,7 +276,7 @@ def test_precursor_leads():
     acc = np.where(STEPS_P >= 300, 0.95, 0.05)
     p = precursor(STEPS_P, measure, acc)
     assert isinstance(p, Precursor)
-    assert p == Precursor(100, 300, 200, 20, True)
+    assert p == Precursor(100, 300, 200, 20, True, pytest.approx(200 / 300))
 
 
 def test_precursor_simultaneous_is_not_precursor():
@@ -300,62 +303,82 @@ def test_precursor_gap_in_checkpoints_irregular_steps():
     measure = np.array([9, 9, 1, 1, 1, 1, 1, 1, 1, 1.0])
     acc = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1.0])
     p = precursor(steps, measure, acc)
-    assert p == Precursor(2, 32, 30, 4, True)
+    assert p == Precursor(2, 32, 30, 4, True, pytest.approx(30 / 32))
 
 
 # ---------------------------------------------------------------------------
 # top_down
 # ---------------------------------------------------------------------------
 
-STEPS_T = np.arange(0, 1001, 10)
+STEPS_T = np.arange(0, 601, 10)
 
 
 def layered(min_steps, depths_floor=None):
-    """One V per layer, minimum at the given step; plus a constant layer 0."""
+    """One V per layer (50 at step 0, minimum at the given step, 40 at step 600); plus a constant
+    layer 0. Linear pieces, so each layer's collapse step (half its drop) is half its minimum's step."""
     rows = [np.ones(STEPS_T.size)]  # embedding layer: RankMe exactly 1
     for k, m in enumerate(min_steps):
         floor = 5.0 if depths_floor is None else depths_floor[k]
-        rows.append(np.interp(STEPS_T, [0, m, 1000], [50.0, floor, 40.0]))
+        rows.append(np.interp(STEPS_T, [0, m, 600], [50.0, floor, 40.0]))
     return np.vstack(rows)
 
 
-def test_top_down_decreasing_min_steps():
-    vals = layered([700, 500, 300, 100], depths_floor=[20.0, 15.0, 10.0, 5.0])
-    td = top_down(STEPS_T, vals)
+def test_top_down_decreasing_collapse_steps():
+    vals = layered([280, 200, 120, 40], depths_floor=[20.0, 15.0, 10.0, 5.0])
+    td = top_down(STEPS_T, vals, smooth=1)
     assert isinstance(td, TopDown)
     np.testing.assert_array_equal(td.layers, [1, 2, 3, 4])
     np.testing.assert_array_equal(td.excluded, [0])
-    np.testing.assert_array_equal(td.min_step, [700, 500, 300, 100])
+    np.testing.assert_array_equal(td.min_step, [280, 200, 120, 40])
+    np.testing.assert_allclose(td.collapse_step, [140, 100, 60, 20])  # half of each layer's own drop
     np.testing.assert_allclose(td.floor, [20, 15, 10, 5])
     np.testing.assert_allclose(td.relative_floor, [0.4, 0.3, 0.2, 0.1])
     assert td.rho_step == pytest.approx(-1.0)
     assert td.rho_floor == pytest.approx(-1.0)
-    assert td.is_top_down is True
+    assert td.defined and td.is_top_down is True
+    assert top_down(STEPS_T, vals).is_top_down is True  # the protocol's smoothing keeps the order
 
 
-def test_top_down_increasing_min_steps():
-    td = top_down(STEPS_T, layered([100, 300, 500, 700]))
+def test_top_down_increasing_collapse_steps():
+    td = top_down(STEPS_T, layered([40, 120, 200, 280]))
     assert td.rho_step == pytest.approx(1.0)
-    assert td.is_top_down is False
+    assert td.defined and td.is_top_down is False
 
 
-def test_top_down_custom_layers_and_two_layers():
-    vals = layered([700, 100])
-    td = top_down(STEPS_T, vals, layers=[0, 3, 6])
-    np.testing.assert_array_equal(td.layers, [3, 6])
-    assert td.rho_step == pytest.approx(-1.0)  # 2 layers: always +-1
+def test_top_down_tied_minima_are_ordered_by_the_collapse_step():
+    # log-spaced checkpoints: every layer reaches its minimum at step 32 (the argmin ties), but the
+    # deeper layers started falling earlier, so they are further down at step 16
+    steps = np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 400])
+    starts = [10, 8, 6, 4]  # layers 1..4: the deepest starts first
+    vals = [np.ones(steps.size)]
+    for a in starts:
+        vals.append(np.interp(steps, [0, a, 30, 40, 400], [50.0, 50.0, 5.0, 5.0, 30.0]))
+    td = top_down(steps, np.vstack(vals), smooth=1)
+    np.testing.assert_array_equal(td.min_step, [32, 32, 32, 32])
+    assert np.all(np.diff(td.collapse_step) < 0)
+    assert td.rho_step == pytest.approx(-1.0) and td.is_top_down
 
 
-def test_top_down_ties_and_too_few_layers_give_nan_without_warnings():
+def test_top_down_needs_four_informative_layers():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        tied = top_down(STEPS_T, layered([400, 400, 400]))
-        assert np.isnan(tied.rho_step) and tied.is_top_down is False
-        assert np.isnan(tied.rho_floor)  # equal floors and initial values too
-        one = top_down(STEPS_T, layered([400]))
-        assert np.isnan(one.rho_step) and one.layers.tolist() == [1]
+        three = top_down(STEPS_T, layered([280, 200, 120]))
+        assert three.layers.tolist() == [1, 2, 3]
+        assert np.isnan(three.rho_step) and not three.defined and three.is_top_down is False
+        assert top_down(STEPS_T, layered([280, 200, 120]), min_layers=3).is_top_down
+        custom = top_down(STEPS_T, layered([280, 40]), layers=[0, 3, 6], min_layers=2)
+        np.testing.assert_array_equal(custom.layers, [3, 6])
+        assert custom.rho_step == pytest.approx(-1.0)  # 2 layers: always +-1
         none = top_down(STEPS_T, np.ones((3, STEPS_T.size)))
         assert none.layers.size == 0 and np.isnan(none.rho_step)
+
+
+def test_top_down_excludes_layers_that_do_not_collapse():
+    vals = layered([280, 200, 120, 40])
+    vals = np.vstack([vals, 10.0 + STEPS_T / 100])  # a fifth layer that only rises
+    td = top_down(STEPS_T, vals)
+    np.testing.assert_array_equal(td.layers, [1, 2, 3, 4])
+    np.testing.assert_array_equal(td.excluded, [0, 5])
 
 
 def test_top_down_shape_errors():
@@ -416,8 +439,9 @@ def test_layer_matrix(metrics):
 
 def test_layer_matrix_feeds_top_down(metrics):
     layers, steps, vals = layer_matrix(metrics, "rankme")
-    td = top_down(steps, vals, layers)  # NaN cell dropped per layer
-    np.testing.assert_array_equal(td.layers, [0, 1, 2])
+    td = top_down(steps, vals, layers, smooth=1)  # NaN cell dropped per layer
+    np.testing.assert_array_equal(td.excluded, [0, 1, 2])  # every layer only rises: none collapses
+    assert not td.defined
 
 
 def test_chance_corrected_acquisition_ignores_a_lucky_constant_guess():
@@ -465,3 +489,184 @@ def test_summarize_run_no_after_floor_without_collapse():
     metrics = collapse_then_rise_run(300, 500)
     metrics.loc[metrics["measure"] == "rankme", "value"] = 5.0 + metrics["step"] / 1000  # monotone: no collapse
     assert "rankme_after_floor" not in events.summarize_run(metrics)["precursors"]
+
+
+# ---------------------------------------------------------------------------
+# the protocol: window, hold, certainty (no look-ahead), readings, horizon, plateau
+# ---------------------------------------------------------------------------
+
+#: the new checkpoint schedule: every step over the first 128, then every 20 steps
+DENSE = np.concatenate([np.arange(0, 128), np.arange(140, 3001, 20)])
+
+
+def collapse_curve(steps, floor_step=30, floor=3.0, recover_to=30.0, noise=0.0, seed=0):
+    """RankMe-like: 40 at step 0, down to ``floor`` at ``floor_step``, back to ``recover_to`` by 3x it."""
+    x = np.interp(steps, [0, floor_step, 3 * floor_step, 3000], [40.0, floor, recover_to, recover_to])
+    return x + np.random.default_rng(seed).normal(0, noise, steps.size)
+
+
+def test_collapse_floor_is_the_minimum_within_the_window_only():
+    x = collapse_curve(DENSE)
+    x[DENSE >= 2000] = 1.0  # a later, deeper minimum (e.g. after acquisition)
+    c = collapse(DENSE, x)
+    assert c.floor_step == 30 and c.floor_value == pytest.approx(3.0, abs=0.5)  # the median of 3 lifts the vertex
+    assert collapse(DENSE, x, window=None).floor_step == 2000
+
+
+def test_a_brief_spike_is_not_a_recovery():
+    x = np.interp(DENSE, [0, 30, 400, 600, 3000], [40.0, 3.0, 3.0, 30.0, 30.0])
+    x[(DENSE >= 100) & (DENSE <= 101)] = 35.0  # two checkpoints up, then back on the floor
+    c = collapse(DENSE, x, smooth=1)
+    assert c.recovery_step is not None and c.recovery_step > 400  # the spike is not held for 3 checkpoints
+    assert collapse(DENSE, x, smooth=1, hold=1).recovery_step == 100
+
+
+@pytest.mark.parametrize("noise, seed", [(0.0, 0), (0.8, 1), (0.8, 2), (2.0, 3)])
+def test_collapse_has_no_look_ahead(noise, seed):
+    """On every prefix that ends at or after an event's certain step, collapse returns the same event."""
+    x = collapse_curve(DENSE, noise=noise, seed=seed)
+    full = collapse(DENSE, x)
+    assert full.floor_certain_step is not None and full.recovery_certain_step is not None
+    floor_fields = ("peak_step", "peak_value", "onset_step", "floor_step", "floor_value", "drop", "collapsed",
+                    "floor_certain_step")
+    for end in range(2, DENSE.size + 1):
+        part = collapse(DENSE[:end], x[:end])
+        last = DENSE[end - 1]
+        if last >= full.floor_certain_step:
+            assert [getattr(part, f) for f in floor_fields] == [getattr(full, f) for f in floor_fields], last
+        else:
+            assert part.floor_certain_step is None
+        if last >= full.recovery_certain_step:
+            assert (part.recovery_step, part.recovery_certain_step) == (full.recovery_step,
+                                                                       full.recovery_certain_step), last
+        else:
+            assert part.recovery_certain_step is None
+    # the floor is certain once the window (300 steps) is closed and the smoothed values in it are final:
+    # the value at step 300 needs the next checkpoint (320) for the rolling median of 3
+    assert full.floor_certain_step == 320
+    # the recovery: 3 checkpoints held, plus one for the rolling median of 3
+    k = int(np.searchsorted(DENSE, full.recovery_step))
+    assert full.recovery_step < 128 and full.recovery_certain_step == 320
+    late = collapse(DENSE, np.interp(DENSE, [0, 30, 500, 600, 3000], [40.0, 3.0, 3.0, 30.0, 30.0]))
+    k = int(np.searchsorted(DENSE, late.recovery_step))
+    assert late.recovery_certain_step == int(DENSE[k + 2 + 1])
+
+
+def test_a_series_ending_inside_the_window_has_no_certain_floor():
+    x = collapse_curve(DENSE)
+    c = collapse(DENSE[:100], x[:100])
+    assert c.floor_step == 30 and c.floor_certain_step is None and c.recovery_certain_step is None
+
+
+def test_confirmed_events_on_prefixes():
+    x = collapse_curve(DENSE)
+    acc = (DENSE >= 1000).astype(float)
+    early = events.confirmed_events(DENSE[:100], x[:100], acc[:100])
+    assert early["as_of_step"] == 99
+    assert early["floor_step"] is None and early["recovery_step"] is None and early["acquisition_step"] is None
+    later = events.confirmed_events(DENSE[:160], x[:160])
+    assert later["floor_step"] == 30 and later["floor_certain_step"] == 320
+    assert later["recovery_step"] == collapse(DENSE, x).recovery_step
+    done = events.confirmed_events(DENSE, x, acc)
+    assert done["acquisition_step"] == 1000
+    assert events.confirmed_events([0], [1.0])["floor_step"] is None
+
+
+def test_transition_start_and_end_bound_what_is_read():
+    steps = np.arange(0, 1001, 10)
+    x = np.where(steps < 100, 0.0, 1.0) + np.where(steps >= 600, 10.0, 0.0)
+    assert transition_step(steps, x) == 600  # the largest excursion is the late jump
+    assert transition_step(steps, x, end=500) == 100  # the late jump is beyond the horizon
+    assert transition_step(steps, x, start=200) == 600
+    assert transition_step(steps, x, start=200, end=500) is None  # constant in between
+
+
+def test_plateau_fraction_in_steps():
+    steps = np.array([0, 10, 20, 100, 200])
+    acc = np.array([0.0, 0.0, 0.05, 0.5, 1.0])
+    # at chance over [0, 100) of [0, 200): steps, not checkpoints
+    assert events.plateau_fraction(steps, acc, until=200) == pytest.approx(0.5)
+    assert events.plateau_fraction(steps, acc, until=100) == pytest.approx(1.0)
+    assert events.plateau_fraction(steps, acc, until=0) is None
+    assert events.plateau_fraction(steps, acc, until=200, level=0.01) == pytest.approx(0.1)
+
+
+def synthetic_run(acquisition=1500, lead=600, width=15.0, steps=DENSE, residual=True, stop=None):
+    """A run with a RankMe collapse at step 30, acquisition at ``acquisition`` (accuracy and test loss
+    move together), ``grad_rank`` rising with behaviour and ``llc`` rising ``lead`` steps earlier."""
+    s = steps if stop is None else steps[steps <= stop]
+    sig = lambda mid: 1.0 / (1.0 + np.exp(-(s - mid) / width))  # noqa: E731
+    acc = sig(acquisition + 30)  # > 0.5 from just after the midpoint
+    series = {"accuracy": acc, "train_accuracy": acc, "first_token_accuracy": acc,
+              "test_loss": 3.2 - 0.3 * np.minimum(s, 30) / 30 - 2.8 * acc,
+              "grad_rank": 10 + 20 * sig(acquisition + 30),
+              "llc": 5 + 10 * sig(acquisition + 30 - lead)}
+    rows = [(t, -1, name, v) for name, vals in series.items() for t, v in zip(s, vals)]
+    for layer in range(5):  # layer 0: embeddings (constant); 1..4: blocks, the deepest collapses first
+        base = collapse_curve(s, floor_step=40 - 5 * layer, floor=2.0 + layer) if layer else np.ones(s.size)
+        rows += [(t, layer, "rankme", v) for t, v in zip(s, base)]
+    if residual:  # the last block's residual stream: collapses first of all (top-down)
+        rows += [(t, 4, "rankme_residual", v) for t, v in zip(s, collapse_curve(s, floor_step=15, floor=4.0))]
+    return pd.DataFrame(rows, columns=["step", "layer", "measure", "value"])
+
+
+def test_summarize_run_precursor_known_both_ways():
+    summary = events.summarize_run(synthetic_run())
+    assert summary["acquisition_step"] is not None and abs(summary["acquisition_step"] - 1540) <= 20
+    acq = summary["acquisition_step"]
+    p = summary["precursors"]
+    # a measure that moves only with behaviour: not a precursor under either reading
+    assert p["grad_rank"]["is_precursor"] is False and p["grad_rank"]["leads_test_loss"] is False
+    # a genuine earlier rise: a precursor, ahead of the test loss too, by ~600 steps = 30 checkpoints
+    assert p["llc"]["is_precursor"] is True and p["llc"]["leads_test_loss"] is True
+    assert p["llc"]["gap_checkpoints"] == pytest.approx(30, abs=1)
+    assert p["llc"]["gap_share"] == pytest.approx(p["llc"]["gap_steps"] / acq)
+    # the test loss is the reference: it cannot lead itself
+    assert p["test_loss"]["leads_test_loss"] is None and p["test_loss"]["is_precursor"] is False
+    # RankMe from the start fires on the early collapse; from the floor onward it is the recovery
+    assert p["rankme"]["measure_step"] < 50 and p["rankme"]["is_precursor"] is True
+    assert p["rankme_after_floor"]["reading"] == "after_floor"
+    assert p["llc_after_floor"]["is_precursor"] is True
+    assert p["grad_rank_after_floor"]["is_precursor"] is False
+    assert summary["plateau_fraction"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_summarize_run_stopped_early_equals_the_full_run():
+    full = events.summarize_run(synthetic_run())
+    stop = int(full["horizon_step"])  # the run may stop anywhere from the horizon on
+    stopped = events.summarize_run(synthetic_run(stop=stop + 40))
+    assert stopped["last_step"] < full["last_step"]
+    for key in ("acquisition_step", "plateau_fraction", "horizon_step", "precursors", "top_down"):
+        assert stopped[key] == full[key], key
+    for key in ("floor_step", "floor_value", "recovery_step", "floor_certain_step", "recovery_certain_step"):
+        assert stopped["collapse"][key] == full["collapse"][key]
+
+
+def test_summarize_run_top_down_on_the_residual_stream():
+    with_residual = events.summarize_run(synthetic_run())["top_down"]
+    # blocks 1..3 from rankme (floors at 35, 30, 25), block 4 from rankme_residual (floor at 15)
+    assert with_residual["residual_measure"] == "rankme_residual"
+    assert with_residual["layers"] == [1, 2, 3, 4] and with_residual["excluded"] == [0]
+    assert with_residual["defined"] and with_residual["is_top_down"] is True
+    assert with_residual["rho_step"] == pytest.approx(-1.0)
+    assert with_residual["post_ln"]["rho_step"] == pytest.approx(-1.0)  # rankme layer 4: floor at 20
+    without = events.summarize_run(synthetic_run(residual=False))["top_down"]
+    assert without["residual_measure"] is None and "not recorded" in without["basis"]
+    assert without["rho_step"] == without["post_ln"]["rho_step"]
+
+
+def test_analysis_complete_marks_a_safe_stop():
+    metrics = synthetic_run()
+    full = events.summarize_run(metrics)
+    steps, acc = tidy_series(metrics, "accuracy")
+    _, rank = tidy_series(metrics, "rankme", layer=4)
+    done = [events.confirmed_events(steps[:k], rank[:k], acc[:k])["analysis_complete"] for k in range(1, steps.size + 1)]
+    first = done.index(True)
+    assert all(done[first:]) and not any(done[:first])
+    stop = int(steps[first])
+    assert stop >= full["horizon_step"] and stop >= full["collapse"]["recovery_certain_step"]
+    stopped = events.summarize_run(metrics[metrics["step"] <= stop])
+    for key in ("acquisition_step", "plateau_fraction", "horizon_step", "precursors", "top_down", "collapse",
+                "order_collapse_recovery_acquisition"):
+        assert stopped[key] == full[key], key
+    assert not events.confirmed_events(steps, rank)["analysis_complete"]  # without accuracy: never

@@ -1,7 +1,9 @@
 """Tables across runs: loading, filtering, summaries, parameter validation."""
+import numpy as np
+import pandas as pd
 import pytest
 
-from geomcap import results
+from geomcap import paper, results
 from geomcap.sweep import grid, run_sweep
 
 TINY = dict(n_linear_checkpoints=4, n_log_checkpoints=4, n_train=500, n_test=64, probe_size=64,
@@ -97,13 +99,18 @@ def test_paper_vs_ours_rows(store_root):
     metrics = results.load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy", "rankme"])
     rows = [results.claim_c1(summary), results.claim_c2(summary), results.claim_c3(summary),
             results.claim_c4(results.probe_table(metrics, runs)), results.claim_c5(summary),
-            results.claim_c6(summary), results.claim_c8(results.trajectory_correlation(metrics, runs, "405k", "1.3m"))]
+            results.claim_c6(summary), results.claim_c7(),
+            results.claim_c8(results.trajectory_correlation(metrics, runs, "405k", "1.3m"))]
     table = results.paper_vs_ours(rows)
-    assert list(table.index) == ["C1", "C2", "C3", "C4", "C5", "C6", "C8"]
+    assert list(table.index) == ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"]
     assert table.loc["C2", "ours"] == "no MOD run selected"          # the tiny store has copy and parity only
     assert table.loc["C8", "ours"].startswith("no task trained at both presets")
-    assert table.loc["C1", "paper"] == "144/144 combinations"       # the paper's figure, quoted
-    assert results.claims_from_store(store_root)[0]["claim"] == "C1"
+    assert table.loc["C1", "paper"] == paper.CLAIMS["C1"]["figure"]  # the paper's figure, quoted from one place
+    for claim in ("C2", "C3", "C7", "C8"):
+        assert table.loc[claim, "verdict"] == "not testable"
+    assert set(table["verdict"]) <= set(results.VERDICTS) and table["rule"].str.len().min() > 20
+    assert list(results.verdict_table(rows).columns) == ["paper", "ours", "verdict", "rule"]
+    assert [row["claim"] for row in results.claims_from_store(store_root)] == ["C1", "C2", "C3", "C4", "C5", "C6", "C8"]
 
 
 def test_setting_runs_pair_each_change_with_its_baseline(store_root, tmp_path):
@@ -138,22 +145,110 @@ def test_training_setting_names_only_what_changed():
     assert results.training_setting({**row, "answer_order": float("nan")}) == "default"  # made before the field
 
 
-def test_claims_c5_c6_report_rankme_from_its_floor_onward():
-    import pandas as pd
-    # three acquired runs, all after the floor (hard by the data's rule); from the floor onward
-    # RankMe moves before acquisition in two of them, by 40 and 60 steps
-    summary = pd.DataFrame({
-        "level": ["easy", "hard", "hard"], "acquisition_step": pd.array([100, 500, 900], dtype="Int64"),
-        "rankme_floor_step": pd.array([20, 20, 20], dtype="Int64"),
-        "rankme_is_precursor": [True, True, True], "rankme_gap_steps": pd.array([90, 490, 890], dtype="Int64"),
-        "rankme_after_floor_is_precursor": [False, True, True],
-        "rankme_after_floor_gap_steps": pd.array([-50, 40, 60], dtype="Int64")})
-    c5 = results.claim_c5(summary)
-    assert c5["ours"].endswith("rankme 3/3; rankme from its floor onward 2/3 (median gap 40 steps)")
-    assert c5["value"] == 1.0
-    c6 = results.claim_c6(summary)["ours"]
-    assert "easy 1/1, hard 2/2" in c6
-    assert c6.endswith("from its floor onward: easy 0/1 (median gap -50 steps), hard 2/2 (median gap 50 steps)")
+def _summary(classes, rankme_leads, leads_loss, gap=5):
+    """A summary table with one row per run: its behaviour class, RankMe's two readings."""
+    acq = {"easy": 100, "hard": 1500, "intermediate": 400, "not acquired": None}
+    plateau = {"easy": 0.2, "hard": 0.8, "intermediate": 0.1, "not acquired": 1.0}
+    n = len(classes)
+    return pd.DataFrame({
+        "task": "add", "size": "405k", "level": "hard",
+        "acquisition_step": pd.array([acq[c] for c in classes], dtype="Int64"),
+        "plateau_fraction": [plateau[c] for c in classes],
+        "rankme_transition_step": [(acq[c] or 0) // 2 for c in classes],
+        "rankme_is_precursor": rankme_leads, "rankme_leads_test_loss": leads_loss,
+        "rankme_gap_steps": pd.array([gap * 10] * n, dtype="Int64"),
+        "rankme_gap_checkpoints": pd.array([gap] * n, dtype="Int64"), "rankme_gap_share": [0.5] * n})
+
+
+def test_difficulty_class_from_behaviour_only():
+    table = pd.DataFrame({"acquisition_step": pd.array([100, 300, 301, 600, 600, 2000, None], dtype="Int64"),
+                          "plateau_fraction": [0.9, 0.0, 0.9, 0.5, 0.49, 0.7, 1.0],
+                          "rankme_floor_step": [500] * 7})  # ignored: never from RankMe
+    assert results.difficulty_class(table).tolist() == [
+        "easy", "easy", "intermediate", "hard", "intermediate", "hard", "not acquired"]
+    # without a plateau column (e.g. a Pythia table) no run can be hard
+    assert results.difficulty_class(table.drop(columns="plateau_fraction")).tolist()[3] == "intermediate"
+
+
+def test_claims_c5_c6_known_both_ways():
+    classes = ["easy"] * 4 + ["hard"] * 4
+    # the paper's shape: easy runs show no precursor, hard runs lead acquisition and the test loss
+    shaped = _summary(classes, [False] * 4 + [True] * 4, [False] * 4 + [True] * 4)
+    shaped["rankme_transition_step"] = [10, 20, 30, 40, 700, 800, 900, 1000]
+    shaped["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
+    c5, c6 = results.claim_c5(shaped), results.claim_c6(shaped)
+    assert c5["verdict"] == "reproduced" and c5["value"] == 1.0
+    assert "4/4 lead acquisition" in c5["ours"] and "4/4 lead the test loss" in c5["ours"]
+    assert c6["verdict"] == "reproduced" and c6["value"] == 1.0
+    # a measure that fires on every run (e.g. on the early collapse): C6 fails; C5 only partly (its
+    # timing does not predict acquisition: transitions in the reverse order of acquisitions)
+    flat = _summary(classes, [True] * 8, [False] * 8)
+    flat["rankme_transition_step"] = [40, 30, 20, 10, 40, 30, 20, 10]
+    flat["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
+    assert results.claim_c6(flat)["verdict"] == "not reproduced"
+    assert results.claim_c5(flat)["verdict"] == "partly reproduced"
+    # too few hard runs
+    assert results.claim_c5(_summary(["easy", "hard"], [True, True], [True, True]))["verdict"] == "not testable"
+
+
+def test_precursor_table_reports_both_readings_with_intervals():
+    summary = _summary(["hard"] * 4, [True, True, True, False], [True, False, None, False])
+    row = results.precursor_table(summary, measures=["rankme"]).iloc[0]
+    assert (row["runs"], row["precursor"], row["leads_defined"], row["leads_test_loss"]) == (4, 3, 3, 1)
+    assert row["rate_low"] < 0.75 < row["rate_high"] and row["median_gap_checkpoints"] == 5
+    assert row["median_gap_share"] == 0.5
+
+
+def test_timing_prediction_rank_correlation_with_bootstrap_ci():
+    acq = np.array([100, 300, 200, 500, 400, 600])
+    table = pd.DataFrame({"acquisition_step": acq, "llc_transition_step": acq - 50,
+                          "rankme_transition_step": -acq, "grad_rank_transition_step": [10] * 6})
+    up = results.timing_prediction(table, "llc", n_boot=200)
+    assert up["rho"] == pytest.approx(1.0) and up["ci_low"] == pytest.approx(1.0) and up["runs"] == 6
+    down = results.timing_prediction(table, "rankme", n_boot=200)
+    assert down["rho"] == pytest.approx(-1.0) and down["ci_high"] == pytest.approx(-1.0)
+    assert np.isnan(results.timing_prediction(table, "grad_rank")["rho"])  # constant: undefined
+    assert results.timing_prediction(table, "hessian_top")["runs"] == 0
+
+
+def test_verdict_rules_c1_c2_c3_c8():
+    ordered = pd.DataFrame({"acquisition_step": pd.array([10] * 10, dtype="Int64"),
+                            "ordered_collapse_recovery_acquisition": [True] * 10, "task": "mod", "size": "405k",
+                            "rankme_floor_value": 2.1})
+    centred_fail = ordered.assign(ordered_collapse_recovery_acquisition=[True] + [False] * 9)
+    assert results.claim_c1(ordered, ordered)["verdict"] == "reproduced"
+    assert results.claim_c1(ordered, centred_fail)["verdict"] == "partly reproduced"
+    assert results.claim_c1(centred_fail, centred_fail)["verdict"] == "not reproduced"
+    assert results.claim_c1(ordered)["verdict"] == "not testable"  # the centred reading is part of the rule
+    two_sizes = pd.concat([ordered, ordered.assign(size="1.3m", rankme_floor_value=1.9)])
+    assert results.claim_c2(two_sizes)["verdict"] == "reproduced"
+    assert results.claim_c2(ordered)["verdict"] == "partly reproduced"  # one size: size-independence untested
+    assert results.claim_c2(ordered.assign(rankme_floor_value=8.8))["verdict"] == "not reproduced"
+    pairs = pd.DataFrame({"task": ["a", "b", "c", "d"], "size": "405k", "top_down_rho_step": [-0.8, -0.4, -1.0, 0.2],
+                          "top_down_rho_floor": 0.0})
+    assert results.claim_c3(pairs)["verdict"] == "partly reproduced"  # 3/4 < 28/32
+    assert results.claim_c3(pairs.assign(top_down_rho_step=-0.5))["verdict"] == "reproduced"
+    assert results.claim_c3(pairs.assign(top_down_rho_step=np.nan))["verdict"] == "not testable"
+    corr = pd.DataFrame({"spearman": [0.95, 0.97, 0.93]})
+    assert results.claim_c8(corr)["verdict"] == "reproduced"
+    assert results.claim_c8(corr - 0.5)["verdict"] == "not reproduced"
+
+
+def test_claim_c7_from_a_pythia_table():
+    table = pd.DataFrame({"level": ["hard", "easy", "easy"], "final_layer": True,
+                          "acquisition_step": pd.array([4000, 100, 200], dtype="Int64"),
+                          "is_precursor": [True, False, False], "gap_checkpoints": [3, 0, 0]})
+    assert results.claim_c7(table)["verdict"] == "reproduced"
+    assert results.claim_c7(table.assign(is_precursor=True))["verdict"] == "partly reproduced"
+    never = table.assign(acquisition_step=pd.array([None, 100, 200], dtype="Int64"))
+    assert results.claim_c7(never)["verdict"] == "not testable"
+
+
+def test_run_chance_from_a_minimal_config():
+    minimal = {"task": "parity", "level": "easy", "size": "405k", "seed": 0, "steps": 100}
+    full = {**minimal, "n_train": 100_000, "n_test": 512}
+    assert results.run_chance(minimal) == results.run_chance(full) > 0.3
+    assert 0 < results.run_majority_rate(minimal) <= 1
 
 
 def test_not_acquired_table_diagnoses_memorised_and_underfit():
@@ -171,3 +266,23 @@ def test_not_acquired_table_diagnoses_memorised_and_underfit():
     assert table.loc["mod", "diagnosis"] == "memorised"
     assert table.loc["parity", "diagnosis"] == "underfit"
     assert results.not_acquired_table(summary[summary["task"] == "copy"], metrics).empty
+
+
+def test_events_table_and_probe_baselines(store_root):
+    runs = results.load_runs(store_root, task="parity")
+    table = results.events_table(runs)
+    assert set(table["run"]) == set(runs["run"])
+    per_run = table[table["run"] == runs["run"][0]]
+    assert (per_run["event"] == "acquisition").sum() == 1 and (per_run["event"] == "collapse_floor").sum() == 1
+    transitions = per_run[per_run["event"] == "transition"]
+    assert {"rankme", "test_loss", "train_accuracy", "first_token_accuracy"} <= set(transitions["measure"])
+    assert set(transitions["reading"].dropna()) <= {"from_start", "after_floor"}
+    metrics = results.load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy"])
+    probes = results.probe_table(metrics, runs)
+    # parity's first answer token is one of two: a constant guess scores about one half
+    assert (probes["majority_rate"] > 0.4).all()
+    assert {"probe_above_baselines_share", "c4_holds"} <= set(probes.columns)
+    assert results.probe_by_task(probes)["task"].tolist() == ["parity"]
+    summary = results.summary_table(runs)
+    assert summary["stopped_at"].isna().all() and (summary["last_step"] == 8).all()
+    assert set(summary["difficulty"]) <= set(results.DIFFICULTY_CLASSES)

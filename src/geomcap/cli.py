@@ -3,6 +3,7 @@
     geomcap train --task add --level hard --size 405k --seed 0 --steps 3000 --out runs/add-hard
     geomcap presets
     geomcap show runs/add-hard
+    geomcap show --json runs/add-hard/metrics.csv
     geomcap bench --threads 1 --book              # JSON into data/bench (see data/bench/README.md)
     geomcap pythia standin --out /tmp/standin
     geomcap pythia run --model /tmp/standin --revisions all --benchmarks all --out data/pythia/runs
@@ -83,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default=None, help="run store root (default $GEOMCAP_RUNS or ./runs)")
     p.add_argument("--csv", default=None, help="also write the table to this CSV file")
 
-    p = sub.add_parser("show", help="summarise a run directory: acquisition, collapse, precursors, top-down")
-    p.add_argument("run_dir")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p = sub.add_parser("show", help="summarise a run directory (or a bare metrics.csv): acquisition, collapse, "
+                                    "precursors, top-down, under the analysis protocol")
+    p.add_argument("run_dir", help="a run directory, or a metrics.csv")
+    p.add_argument("--json", action="store_true", help="print the summary as strict JSON (null, never NaN)")
 
     _bench_parser(sub)
 
@@ -202,20 +204,73 @@ def cmd_presets(args) -> int:
     return 0
 
 
-def cmd_show(args) -> int:
-    from geomcap import events, store
+def _strict_json(value):
+    """``value`` with NaN/inf as None and numpy scalars/arrays as Python ones (for strict JSON)."""
+    import math
 
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _strict_json(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def show_summary(path) -> dict:
+    """What `geomcap show --json PATH` prints: config, status, the protocol and the run's summary.
+
+    ``PATH`` is a run directory, or a bare metrics.csv (or a directory holding only one). Without a
+    config the best constant answer's accuracy is unknown: ``chance_known`` is false and 0 is used.
+    """
+    from pathlib import Path
+
+    import pandas as pd
+
+    from geomcap import events, store
     from geomcap.results import run_chance
 
-    config = store.read_config(args.run_dir)
-    summary = events.summarize_run(store.read_metrics(args.run_dir), chance=run_chance(config))
+    path = Path(path)
+    run_dir = path.parent if path.is_file() else path
+    if path.is_file():
+        metrics = pd.read_csv(path, dtype={"step": "int64", "layer": "int64", "measure": str, "value": "float64"})
+    else:
+        metrics = store.read_metrics(run_dir)
+    config = store.read_config(run_dir) if (run_dir / store.CONFIG_FILE).exists() else None
+    chance_known = config is not None and all(k in config for k in ("task", "level", "seed"))
+    chance = run_chance(config) if chance_known else 0.0
+    out = {"path": str(path), "config": config, "status": store.read_status(run_dir) if config else None,
+           "chance_known": chance_known,
+           "note": None if chance_known else "no config with task, level and seed: the best constant answer's "
+                                             "accuracy is unknown, acquisition uses chance 0",
+           "protocol": events.PROTOCOL,
+           "summary": events.summarize_run(metrics, chance=chance)}
+    return _strict_json(out)
+
+
+def cmd_show(args) -> int:
+    from geomcap import events
+
+    shown = show_summary(args.run_dir)
     if args.json:
-        print(json.dumps({"config": config, "summary": summary}, indent=2, default=str))
+        print(json.dumps(shown, indent=2, allow_nan=False))
         return 0
+    config, status = shown["config"], shown["status"] or {}
     print(f"run        {args.run_dir}")
-    print(f"config     {config['task']}/{config['level']}  size {config['size']}  seed {config['seed']}  steps {config['steps']}"
-          f"  {'complete' if store.is_complete(args.run_dir) else 'INCOMPLETE'}")
-    print(events.format_summary(summary))
+    if config:
+        state = ("stopped early at step " + str(status["stopped_at"]) if status.get("stopped_at") is not None else
+                 "complete" if status.get("complete") else "INCOMPLETE")
+        print(f"config     {config.get('task')}/{config.get('level')}  size {config.get('size')}  seed "
+              f"{config.get('seed')}  steps {config.get('steps')}  {state}")
+    else:
+        print(f"config     none: {shown['note']}")
+    print(events.format_summary(shown["summary"]))
     return 0
 
 

@@ -1,16 +1,21 @@
 """Events in training curves: acquisition, collapse, transitions, precursors.
 
 This module turns recorded series (one value per checkpoint) into the events
-the paper's claims are about:
+the paper's claims are about, under one analysis protocol whose parameters
+are the module constants below (collected in :data:`PROTOCOL`):
 
 * :func:`acquisition_step` -- when a capability is acquired (accuracy).
 * :func:`collapse` -- the collapse / floor / recovery of a geometric measure
-  such as hidden-state RankMe (claim C1).
+  such as hidden-state RankMe (claim C1), causal with a confirmation step;
+  :func:`confirmed_events` -- the events known for certain on a prefix (for a
+  streaming monitor).
 * :func:`transition_step` -- one scale- and direction-free rule for "when did
-  this measure change", applied identically to every measure (claim C5).
+  this series change", applied identically to every series (claim C5).
 * :func:`precursor` -- does a measure's transition precede acquisition (C5)?
-* :func:`top_down` -- do layers nearer the output reach their minimum earlier
-  and deeper (claim C3)?
+* :func:`top_down`, :func:`layer_collapse_step` -- do layers nearer the
+  output collapse earlier (claim C3)?
+* :func:`plateau_fraction` -- how long behaviour sat at chance (difficulty).
+* :func:`summarize_run` -- all of the above for one run's metrics table.
 * :func:`tidy_series`, :func:`layer_matrix` -- pull arrays out of the tidy
   metrics table (columns ``step, layer, measure, value``).
 
@@ -39,10 +44,27 @@ if TYPE_CHECKING:  # pandas is only needed by the table helpers
     import pandas
 
 __all__ = [
+    "PROTOCOL",
+    "SMOOTH",
+    "COLLAPSE_WINDOW",
+    "ONSET_FRACTION",
+    "RECOVERY_FRACTION",
+    "RECOVERY_HOLD",
+    "MIN_RELATIVE_DROP",
+    "LAYER_FRACTION",
+    "MIN_TOP_DOWN_LAYERS",
+    "TRANSITION_FRACTION",
+    "MIN_LEAD_CHECKPOINTS",
+    "HORIZON_SHARE",
+    "PLATEAU_LEVEL",
     "acquisition_step",
     "Collapse",
     "collapse",
+    "confirmed_events",
     "transition_step",
+    "horizon_step",
+    "layer_collapse_step",
+    "plateau_fraction",
     "Precursor",
     "precursor",
     "TopDown",
@@ -55,7 +77,49 @@ __all__ = [
     "summarize_run",
     "format_summary",
     "PRECURSOR_MEASURES",
+    "BEHAVIOURAL_BASELINES",
+    "READINGS",
 ]
+
+
+# ---------------------------------------------------------------------------
+# the analysis protocol: every parameter of every rule, fixed before the data
+# ---------------------------------------------------------------------------
+
+#: rolling-median window (checkpoints) applied to every series before any event rule
+SMOOTH = 3
+#: the collapse floor is the minimum over the first COLLAPSE_WINDOW steps after the first checkpoint
+COLLAPSE_WINDOW = 300
+#: onset: the series stays below peak - ONSET_FRACTION * drop until the floor
+ONSET_FRACTION = 0.1
+#: recovery: the series regains RECOVERY_FRACTION of its drop ...
+RECOVERY_FRACTION = 0.5
+#: ... and holds it for RECOVERY_HOLD consecutive checkpoints (a brief spike is not a recovery)
+RECOVERY_HOLD = 3
+#: a drop of less than this share of the peak is no collapse
+MIN_RELATIVE_DROP = 0.1
+#: per-layer collapse time: the step a layer has lost this share of its own early drop
+LAYER_FRACTION = 0.5
+#: the top-down statistic needs at least this many informative layers
+MIN_TOP_DOWN_LAYERS = 4
+#: transition: the first checkpoint with TRANSITION_FRACTION of the largest excursion
+TRANSITION_FRACTION = 0.5
+#: precursor (the paper's reading): the transition precedes acquisition by >= this many checkpoints
+MIN_LEAD_CHECKPOINTS = 2
+#: transitions are read on checkpoints up to acquisition * (1 + HORIZON_SHARE) (whole run if never acquired)
+HORIZON_SHARE = 0.5
+#: behavioural plateau: chance-corrected accuracy below this level
+PLATEAU_LEVEL = 0.1
+
+#: the protocol in one mapping (what the methods page states; `geomcap show --json` prints it)
+PROTOCOL = {
+    "smooth": SMOOTH, "collapse_window": COLLAPSE_WINDOW, "onset_fraction": ONSET_FRACTION,
+    "recovery_fraction": RECOVERY_FRACTION, "recovery_hold": RECOVERY_HOLD,
+    "min_relative_drop": MIN_RELATIVE_DROP, "layer_fraction": LAYER_FRACTION,
+    "min_top_down_layers": MIN_TOP_DOWN_LAYERS, "transition_fraction": TRANSITION_FRACTION,
+    "min_lead_checkpoints": MIN_LEAD_CHECKPOINTS, "horizon_share": HORIZON_SHARE,
+    "plateau_level": PLATEAU_LEVEL, "acquisition_threshold": 0.5, "acquisition_patience": 3,
+}
 
 
 # ---------------------------------------------------------------------------
@@ -209,6 +273,11 @@ class Collapse:
     """Collapse, floor and recovery of one series (see :func:`collapse`).
 
     Steps are training steps; values are in the units of the measure.
+    ``floor_certain_step`` / ``recovery_certain_step``: the step from which the
+    floor (with peak, onset, drop) / the recovery is certain -- :func:`collapse`
+    on any prefix of the series that ends at or after it returns the same
+    event; None while it is not yet certain (e.g. the series ends inside the
+    collapse window, or inside the recovery's hold).
     """
 
     initial_step: int
@@ -222,19 +291,37 @@ class Collapse:
     drop: float
     relative_drop: float
     collapsed: bool
+    floor_certain_step: int | None = None
+    recovery_certain_step: int | None = None
+
+
+def _check_window(window) -> int | None:
+    if window is None:
+        return None
+    if isinstance(window, bool) or int(window) != window or window < 1:
+        raise ValueError(f"window must be a positive number of steps or None (whole series), got {window!r}")
+    return int(window)
+
+
+def _check_count(x, name: str) -> int:
+    if isinstance(x, bool) or int(x) != x or x < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
+    return int(x)
 
 
 def collapse(
     steps,
     values,
-    onset_fraction: float = 0.1,
-    recovery_fraction: float = 0.5,
-    min_relative_drop: float = 0.1,
-    smooth: int = 1,
+    onset_fraction: float = ONSET_FRACTION,
+    recovery_fraction: float = RECOVERY_FRACTION,
+    min_relative_drop: float = MIN_RELATIVE_DROP,
+    smooth: int = SMOOTH,
     *,
     floor: str = "min",
+    window: int | None = COLLAPSE_WINDOW,
+    hold: int = RECOVERY_HOLD,
 ) -> Collapse:
-    """Locate the collapse of a series to its floor and its recovery.
+    """Locate the collapse of a series to its floor and its recovery (causal, with confirmation).
 
     Preprocessing: non-finite values are dropped (their checkpoints simply do
     not exist for this analysis; reported steps are taken from the original
@@ -248,33 +335,46 @@ def collapse(
     initial
         The first checkpoint, ``x_0`` (the value at initialisation, or the
         first finite one if initialisation is missing).
+    window
+        The checkpoints ``i >= 1`` whose step is ``<= steps_0 + window``
+        (the collapse window; ``window=None``: every checkpoint). The
+        collapse is an early event: a later, deeper minimum is not its floor.
     floor
-        The minimum over checkpoints *after initialisation*, i.e. over
-        indices ``i >= 1`` (earliest one on ties). Initialisation is excluded
-        so that a series that only rises still has a floor after training
-        starts. (This is ``floor="min"``, the default; see the caveat below.)
+        The minimum over the window (earliest one on ties). Initialisation is
+        excluded so that a series that only rises still has a floor after
+        training starts. (This is ``floor="min"``, the default; see the caveat
+        below.)
     peak
         The maximum over checkpoints ``0 .. floor`` inclusive (earliest on
-        ties): the reference the drop is measured from. It equals the initial
-        checkpoint when the series falls from the start, and lies after it
-        when the series first rises (expansion, then compression).
+        ties): the reference the drop is measured from.
     drop
         ``peak_value - floor_value`` (>= 0).
     relative_drop
-        ``drop / peak_value``; NaN when ``peak_value <= 0`` (a relative drop
-        is only meaningful for positive measures such as RankMe).
+        ``drop / peak_value``; NaN when ``peak_value <= 0``.
     onset
         The first checkpoint after the peak from which the series stays
         strictly below ``peak_value - onset_fraction * drop`` at every
-        checkpoint up to and including the floor. None when ``drop == 0``
-        (or ``onset_fraction == 1``, since the floor itself is not below it).
+        checkpoint up to and including the floor. None when ``drop == 0``.
     recovery
-        The first checkpoint after the floor where the series is
-        ``>= floor_value + recovery_fraction * drop``. None if that never
-        happens -- e.g. when the minimum is the last checkpoint -- and None
-        when ``drop == 0``.
+        The first checkpoint ``k`` after the floor such that the series is
+        ``>= floor_value + recovery_fraction * drop`` at ``k`` and at each of
+        the next ``hold - 1`` checkpoints (a brief spike is not a recovery;
+        the hold must lie inside the series). None if that never happens and
+        when ``drop == 0``. The recovery is searched after the window too.
     collapsed
         ``relative_drop >= min_relative_drop`` (False when relative_drop is NaN).
+
+    Certainty (no look-ahead)
+    -------------------------
+    A smoothed value is final once the series holds ``smooth // 2`` more
+    checkpoints after it. The floor (and peak, onset, drop) is certain at the
+    first checkpoint that closes the window (step >= ``steps_0 + window``)
+    and at which every smoothed value in the window is final:
+    ``floor_certain_step``. The recovery is certain once the floor is and the
+    last checkpoint of its hold is final: ``recovery_certain_step``. Calling
+    :func:`collapse` on any prefix of the series that ends at or after a
+    certain step returns the same event. Both are None when not (yet)
+    certain, and ``floor_certain_step`` is always None with ``window=None``.
 
     Parameters
     ----------
@@ -289,20 +389,21 @@ def collapse(
     smooth : odd int
         Rolling-median window, in checkpoints.
     floor : {"min", "drawdown"}, keyword-only
-        How the floor is chosen. ``"min"`` (default) as defined above.
-        ``"drawdown"``: the checkpoint ``i >= 1`` with the largest decline
+        How the floor is chosen within the window. ``"min"`` (default) as
+        defined above. ``"drawdown"``: the checkpoint with the largest decline
         from the running maximum, ``max(x_0..x_i) - x_i`` (earliest on ties;
-        falls back to ``"min"`` when the series never declines). The two agree
-        whenever the overall minimum ends the largest decline, as in a
-        collapse from initialisation.
+        falls back to ``"min"`` when the series never declines).
+    window : int or None, keyword-only
+        Length of the collapse window in steps (default
+        :data:`COLLAPSE_WINDOW`); None = the whole series.
+    hold : int >= 1, keyword-only
+        Checkpoints the recovery level must be held (default
+        :data:`RECOVERY_HOLD`).
 
     Caveat: if a series first rises *gradually* from a low initial value and
     then falls to a level above its early values (expansion, then partial
     compression), ``"min"`` puts the floor on the way up (at index 1) and
-    reports ``drop == 0``; ``"drawdown"`` reports the rise-then-fall (peak
-    after initialisation, floor at the bottom of the fall). Conversely, after
-    a collapse and an overshooting recovery, a later, larger decline is the
-    ``"drawdown"`` floor but not the ``"min"`` floor.
+    reports ``drop == 0``; ``"drawdown"`` reports the rise-then-fall.
 
     Returns
     -------
@@ -316,18 +417,26 @@ def collapse(
     """
     onset_fraction = _check_fraction(onset_fraction, "onset_fraction")
     recovery_fraction = _check_fraction(recovery_fraction, "recovery_fraction")
+    window = _check_window(window)
+    hold = _check_count(hold, "hold")
     s, x = _finite_smoothed(steps, values, smooth)
     if x.size < 2:
         raise ValueError(
             f"collapse needs at least 2 finite values, got {x.size} "
             f"(series of length {np.asarray(values).size} is all or mostly NaN)"
         )
-
     if floor not in ("min", "drawdown"):
         raise ValueError(f'floor must be "min" or "drawdown", got {floor!r}')
-    i_floor = 1 + int(np.argmin(x[1:]))
+    n, half = x.size, int(smooth) // 2
+
+    # window: indices 1 .. j (at least index 1, so a series that starts late still has a floor)
+    if window is None:
+        j = n - 1
+    else:
+        j = max(1, int(np.searchsorted(s, s[0] + window, side="right")) - 1)
+    i_floor = 1 + int(np.argmin(x[1 : j + 1]))
     if floor == "drawdown":
-        decline = np.maximum.accumulate(x)[1:] - x[1:]
+        decline = np.maximum.accumulate(x[: j + 1])[1:] - x[1 : j + 1]
         if decline.max() > 0:
             i_floor = 1 + int(np.argmax(decline))
     i_peak = int(np.argmax(x[: i_floor + 1]))
@@ -335,7 +444,15 @@ def collapse(
     drop = peak_value - floor_value
     relative_drop = drop / peak_value if peak_value > 0 else float("nan")
 
-    onset_step = recovery_step = None
+    # certainty: the window is closed and its smoothed values are final
+    floor_certain = None
+    if window is not None:
+        closed = int(np.searchsorted(s, s[0] + window, side="left"))  # first index with step >= s0 + window
+        i_certain = max(closed, j + half)
+        if i_certain <= n - 1:
+            floor_certain = i_certain
+
+    onset_step = recovery_step = recovery_certain = None
     if drop > 0:
         # Onset: start of the final unbroken stretch below the onset level that
         # ends at the floor (a brief early dip that bounces back is not onset).
@@ -344,9 +461,13 @@ def collapse(
             not_below = np.flatnonzero(~below)
             first = 0 if not_below.size == 0 else int(not_below[-1]) + 1
             onset_step = int(s[i_peak + 1 + first])
-        recovered = np.flatnonzero(x[i_floor + 1 :] >= floor_value + recovery_fraction * drop)
-        if recovered.size:
-            recovery_step = int(s[i_floor + 1 + recovered[0]])
+        above = x >= floor_value + recovery_fraction * drop
+        for k in range(i_floor + 1, n - hold + 1):
+            if above[k : k + hold].all():
+                recovery_step = int(s[k])
+                if floor_certain is not None and k + hold - 1 + half <= n - 1:
+                    recovery_certain = max(floor_certain, k + hold - 1 + half)
+                break
 
     return Collapse(
         initial_step=int(s[0]),
@@ -360,7 +481,75 @@ def collapse(
         drop=float(drop),
         relative_drop=float(relative_drop),
         collapsed=bool(relative_drop >= min_relative_drop),  # NaN -> False
+        floor_certain_step=None if floor_certain is None else int(s[floor_certain]),
+        recovery_certain_step=None if recovery_certain is None else int(s[recovery_certain]),
     )
+
+
+def confirmed_events(steps, values, accuracy=None, *, chance: float = 0.0, threshold: float = 0.5,
+                     patience: int = 3, **collapse_kwargs) -> dict:
+    """The events of a series known for certain so far: for a streaming monitor.
+
+    Call it with every checkpoint seen so far (a prefix of the run). It runs
+    :func:`collapse` on that prefix and keeps only what no later checkpoint can
+    change: the floor (with its peak, onset, drop) once ``floor_certain_step``
+    is reached, the recovery once ``recovery_certain_step`` is reached; and,
+    when ``accuracy`` is given, the acquisition step once it has happened (the
+    ``patience``-th checkpoint above the threshold confirms it).
+
+    Parameters
+    ----------
+    steps : array of int, shape (n,)
+        Steps seen so far, strictly increasing.
+    values : array of float, shape (n,)
+        The measure (e.g. the final layer's RankMe) at those steps.
+    accuracy : array of float, shape (n,), optional
+        Test accuracy at those steps (raw; corrected with ``chance``).
+    chance, threshold, patience
+        As in :func:`summarize_run` / :func:`acquisition_step`.
+    **collapse_kwargs
+        Passed to :func:`collapse` (``smooth``, ``window``, ``hold``, ...);
+        ``horizon_share`` (default :data:`HORIZON_SHARE`) is taken out for
+        ``analysis_complete``.
+
+    Returns
+    -------
+    dict
+        ``as_of_step`` (last step seen; None for an empty prefix), and
+        ``floor_step, floor_value, peak_step, peak_value, onset_step, drop,
+        relative_drop, collapsed, floor_certain_step`` (all None until the
+        floor is certain), ``recovery_step, recovery_certain_step`` (None
+        until the recovery is certain), ``acquisition_step`` (None until
+        confirmed, or without ``accuracy``), ``analysis_complete``: True once
+        the acquisition is confirmed, the transition horizon
+        (:func:`horizon_step`) is reached, the floor is certain and, when the
+        series collapsed, so is its recovery -- a run may stop there without
+        changing what :func:`summarize_run` reports (always False without
+        ``accuracy``).
+    """
+    s, v = _check_series(steps, values)
+    horizon_share = collapse_kwargs.pop("horizon_share", HORIZON_SHARE)
+    out = {"as_of_step": int(s[-1]) if s.size else None}
+    keys = ("floor_step", "floor_value", "peak_step", "peak_value", "onset_step", "drop", "relative_drop",
+            "collapsed", "floor_certain_step", "recovery_step", "recovery_certain_step")
+    out.update(dict.fromkeys(keys))
+    if np.isfinite(v).sum() >= 2:
+        c = collapse(s, v, **collapse_kwargs)
+        if c.floor_certain_step is not None:
+            out.update({k: getattr(c, k) for k in keys[:9]})
+            if c.recovery_certain_step is not None:
+                out.update(recovery_step=c.recovery_step, recovery_certain_step=c.recovery_certain_step)
+    out["acquisition_step"] = None
+    out["analysis_complete"] = False
+    if accuracy is not None and s.size:
+        _check_series(s, accuracy, "accuracy")
+        acq = acquisition_step(s, chance_corrected(accuracy, chance), threshold, patience)
+        out["acquisition_step"] = acq
+        out["analysis_complete"] = bool(
+            acq is not None and s[-1] >= np.floor(acq * (1 + horizon_share))
+            and out["floor_certain_step"] is not None
+            and (not out["collapsed"] or out["recovery_certain_step"] is not None))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -368,21 +557,32 @@ def collapse(
 # ---------------------------------------------------------------------------
 
 
-def transition_step(steps, values, fraction: float = 0.5, smooth: int = 1) -> int | None:
+def transition_step(steps, values, fraction: float = TRANSITION_FRACTION, smooth: int = SMOOTH, *,
+                    start: int | None = None, end: int | None = None) -> int | None:
     """Step at which a series has made ``fraction`` of its largest excursion.
 
-    One rule, applied identically to every measure (accuracy, RankMe, gradient
-    effective rank, Hessian top eigenvalue, LLC). After dropping non-finite
-    values and applying the rolling median of length ``smooth`` (see
-    :func:`rolling_median`), let ``x_0`` be the initial value and::
+    One rule, applied identically to every series (RankMe and its variants,
+    probe accuracy, gradient ranks, Hessian, LLC, and the behavioural
+    baselines test loss, train accuracy, first-token accuracy). The series is
+    first cut to the checkpoints with ``start <= step <= end`` (either bound
+    optional; nothing outside them is read), non-finite values are dropped and
+    the rolling median of length ``smooth`` is applied (see
+    :func:`rolling_median`). With ``x_0`` the first remaining value and::
 
         E = max_t |x_t - x_0|
 
-    the largest excursion from it. The transition is the first checkpoint
+    the largest excursion from it, the transition is the first checkpoint
     with ``|x_t - x_0| >= fraction * E``. The rule is scale-free (unchanged
     by ``a * x + b``, ``a != 0``) and direction-free (a rising and a falling
     measure are treated alike). For a sigmoid-like change from one level to
     another and ``fraction = 0.5`` it returns the midpoint.
+
+    Two readings use it (:func:`summarize_run`): from the first checkpoint
+    (``start=None``; for RankMe this is usually the early collapse, its
+    largest excursion) and from the run's collapse floor onward
+    (``start=floor_step``: does the series move again before behaviour does?).
+    ``end`` is the analysis horizon, so that a run stopped after acquisition
+    and the same run trained to its full budget give the same transition.
 
     Parameters
     ----------
@@ -394,15 +594,23 @@ def transition_step(steps, values, fraction: float = 0.5, smooth: int = 1) -> in
         Fraction of the largest excursion that marks the transition.
     smooth : odd int
         Rolling-median window, in checkpoints (1 = none).
+    start, end : int, optional, keyword-only
+        First and last step read (inclusive).
 
     Returns
     -------
     int or None
         The training step, or None if ``E == 0`` (constant series) or there
-        are no finite values.
+        are no finite values in the range.
     """
     fraction = _check_fraction(fraction, "fraction", allow_zero=False)
-    s, x = _finite_smoothed(steps, values, smooth)
+    s, v = _check_series(steps, values)
+    keep = np.ones(s.size, dtype=bool)
+    if start is not None:
+        keep &= s >= start
+    if end is not None:
+        keep &= s <= end
+    s, x = _finite_smoothed(s[keep], v[keep], smooth)
     if x.size == 0:
         return None
     excursion = np.abs(x - x[0])
@@ -412,15 +620,43 @@ def transition_step(steps, values, fraction: float = 0.5, smooth: int = 1) -> in
     return int(s[np.argmax(excursion >= fraction * e_max)])
 
 
+def horizon_step(steps, acquisition: int | None, horizon_share: float = HORIZON_SHARE) -> int:
+    """Last step read by the transition rule: ``acquisition * (1 + horizon_share)`` (rounded down),
+    or the last checkpoint when the task was never acquired (or when the run ended earlier)."""
+    s = _check_steps(steps)
+    if s.size == 0:
+        raise ValueError("steps is empty")
+    if not (np.isfinite(horizon_share) and horizon_share >= 0):
+        raise ValueError(f"horizon_share must be >= 0, got {horizon_share!r}")
+    if acquisition is None:
+        return int(s[-1])
+    return int(min(s[-1], np.floor(acquisition * (1 + horizon_share))))
+
+
 @dataclass(frozen=True)
 class Precursor:
-    """Does a measure's transition precede acquisition? (see :func:`precursor`)"""
+    """Does a measure's transition precede acquisition? (see :func:`precursor`)
+
+    ``gap_share`` is ``gap_steps / acquisition_step`` (the lead as a share of
+    the acquisition step; comparable across step budgets).
+    """
 
     measure_step: int | None
     acquisition_step: int | None
     gap_steps: int | None
     gap_checkpoints: int | None
     is_precursor: bool
+    gap_share: float | None = None
+
+
+def _lead(grid, measure_step, acquisition, min_lead: int) -> Precursor:
+    """Compare two steps; the gap in checkpoints is counted on ``grid`` (the accuracy's steps)."""
+    if measure_step is None or acquisition is None:
+        return Precursor(measure_step, acquisition, None, None, False, None)
+    gap_ckpt = int(np.searchsorted(grid, acquisition) - np.searchsorted(grid, measure_step))
+    share = (acquisition - measure_step) / acquisition if acquisition > 0 else None
+    return Precursor(measure_step, acquisition, acquisition - measure_step, gap_ckpt, gap_ckpt >= min_lead,
+                     None if share is None else float(share))
 
 
 def precursor(
@@ -429,45 +665,54 @@ def precursor(
     accuracy,
     threshold: float = 0.5,
     patience: int = 3,
-    fraction: float = 0.5,
-    smooth: int = 1,
+    fraction: float = TRANSITION_FRACTION,
+    smooth: int = SMOOTH,
+    *,
+    min_lead: int = MIN_LEAD_CHECKPOINTS,
+    horizon_share: float | None = HORIZON_SHARE,
+    start: int | None = None,
 ) -> Precursor:
-    """Compare a measure's transition with capability acquisition.
+    """Compare a measure's transition with capability acquisition (the paper's reading).
 
-    ``measure_step = transition_step(steps, measure, fraction, smooth)`` and
     ``acquisition_step = acquisition_step(steps, accuracy, threshold,
     patience)`` (accuracy is not smoothed: acquisition has its own patience
-    rule).
+    rule) and ``measure_step = transition_step(steps, measure, fraction,
+    smooth, start=start, end=horizon)`` with the horizon of
+    :func:`horizon_step` (``horizon_share=None``: the whole series).
 
     Parameters
     ----------
     steps : array of int, shape (n,)
         Training steps shared by both series.
     measure, accuracy : array of float, shape (n,)
-        The geometric measure and test accuracy at each checkpoint.
+        The measure and test accuracy at each checkpoint.
     threshold, patience
         Passed to :func:`acquisition_step`.
     fraction, smooth
         Passed to :func:`transition_step`.
+    min_lead : int, keyword-only
+        Checkpoints by which the transition must precede acquisition.
+    horizon_share : float or None, keyword-only
+        See :func:`horizon_step`.
+    start : int, optional, keyword-only
+        First step read by the transition rule (e.g. the collapse floor).
 
     Returns
     -------
     Precursor
         ``gap_steps = acquisition_step - measure_step`` (positive = the
-        measure leads) and ``gap_checkpoints`` the same difference in
-        checkpoint indices; both None unless both steps are defined.
-        ``is_precursor`` is True iff both are defined and
-        ``measure_step < acquisition_step`` strictly.
+        measure leads), ``gap_checkpoints`` the same difference in checkpoint
+        indices, ``gap_share = gap_steps / acquisition_step``; None unless
+        both steps are defined. ``is_precursor`` is True iff both are defined
+        and ``gap_checkpoints >= min_lead``.
     """
     s, _ = _check_series(steps, measure, "measure")
     _check_series(s, accuracy, "accuracy")
-    m = transition_step(s, measure, fraction=fraction, smooth=smooth)
+    min_lead = _check_count(min_lead, "min_lead")
     a = acquisition_step(s, accuracy, threshold=threshold, patience=patience)
-    if m is None or a is None:
-        return Precursor(m, a, None, None, False)
-    # Both are steps from `s`, so searchsorted recovers their indices exactly.
-    gap_ckpt = int(np.searchsorted(s, a) - np.searchsorted(s, m))
-    return Precursor(m, a, a - m, gap_ckpt, m < a)
+    end = None if horizon_share is None else horizon_step(s, a, horizon_share)
+    m = transition_step(s, measure, fraction=fraction, smooth=smooth, start=start, end=end)
+    return _lead(s, m, a, min_lead)
 
 
 # ---------------------------------------------------------------------------
@@ -479,7 +724,7 @@ def precursor(
 class TopDown:
     """Order of the collapse across depth (see :func:`top_down`).
 
-    Arrays have one entry per *usable* layer, in the order given.
+    Arrays have one entry per *informative* layer, in the order given.
     """
 
     layers: np.ndarray
@@ -490,10 +735,13 @@ class TopDown:
     rho_floor: float
     is_top_down: bool
     excluded: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))
+    collapse_step: np.ndarray = field(default_factory=lambda: np.array([], dtype=float))
+    defined: bool = False
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman rho, NaN (without warnings) for < 2 points or constant input."""
+    a, b = np.asarray(a), np.asarray(b)
     if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
     with warnings.catch_warnings():
@@ -502,19 +750,45 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(rho) if np.isfinite(rho) else float("nan")
 
 
-def top_down(steps, values_by_layer, layers=None, smooth: int = 1, *, rtol: float = 1e-6) -> TopDown:
-    """Is the collapse top-down (layers nearer the output reach their minimum earlier)?
+def layer_collapse_step(steps, values, fraction: float = LAYER_FRACTION, smooth: int = SMOOTH, *,
+                        window: int | None = COLLAPSE_WINDOW) -> float | None:
+    """Step at which a series has lost ``fraction`` of its own early drop (per-layer collapse time).
 
-    For each layer, the minimum after initialisation is taken exactly as the
-    floor of :func:`collapse` (NaN dropped, rolling median of length
-    ``smooth``, minimum over checkpoints with index >= 1, earliest on ties).
+    With the peak, floor and drop of :func:`collapse` (same smoothing and
+    window), the first crossing of ``peak_value - fraction * drop`` between
+    the peak and the floor, linearly interpolated between the two checkpoints
+    around it (a float step: two layers that fall within the same gap between
+    checkpoints are still ordered by how far each fell). None when the series
+    does not drop.
+    """
+    fraction = _check_fraction(fraction, "fraction", allow_zero=False)
+    c = collapse(steps, values, smooth=smooth, window=window)
+    if c.drop <= 0:
+        return None
+    s, x = _finite_smoothed(steps, values, smooth)
+    i_peak, i_floor = int(np.searchsorted(s, c.peak_step)), int(np.searchsorted(s, c.floor_step))
+    level = c.peak_value - fraction * c.drop
+    i = i_peak + 1 + int(np.argmax(x[i_peak + 1 : i_floor + 1] <= level))
+    x0, x1 = x[i - 1], x[i]
+    return float(s[i - 1] + (x0 - level) / (x0 - x1) * (s[i] - s[i - 1]))
 
-    Layers that carry no information are excluded from every output array
-    and from the correlations, and listed in ``excluded``: a layer is
-    excluded when it has fewer than 2 finite values or is constant, i.e.
-    ``max - min <= rtol * max|value|`` over its finite values. (The embedding
-    layer at the answer position is the same vector for every prompt, so its
-    RankMe is exactly 1 at every checkpoint.)
+
+def top_down(steps, values_by_layer, layers=None, smooth: int = SMOOTH, *, rtol: float = 1e-6,
+             fraction: float = LAYER_FRACTION, window: int | None = COLLAPSE_WINDOW,
+             min_layers: int = MIN_TOP_DOWN_LAYERS, min_relative_drop: float = MIN_RELATIVE_DROP) -> TopDown:
+    """Is the collapse top-down (layers nearer the output collapse earlier)?
+
+    Per layer, the collapse of :func:`collapse` (NaN dropped, rolling median
+    of length ``smooth``, floor within ``window``) and the *collapse step* of
+    :func:`layer_collapse_step`: when the layer has lost ``fraction`` of its
+    own early drop (not the step of its minimum, which ties when the collapse
+    falls between two checkpoints).
+
+    A layer is *informative* when it has at least 2 finite values, is not
+    constant (``max - min > rtol * max|value|``; the embedding at the answer
+    position is the same vector for every prompt, so its RankMe is exactly 1)
+    and collapses (relative drop >= ``min_relative_drop``). Other layers are
+    listed in ``excluded`` and left out of every array and correlation.
 
     Parameters
     ----------
@@ -524,22 +798,24 @@ def top_down(steps, values_by_layer, layers=None, smooth: int = 1, *, rtol: floa
         The measure (e.g. RankMe) per layer and checkpoint.
     layers : array of int, shape (n_layers,), optional
         Depth of each row (0 = embeddings); default ``0 .. n_layers-1``.
-    smooth : odd int
-        Rolling-median window, in checkpoints.
+    smooth, window, fraction, min_relative_drop
+        As above (defaults: the protocol's).
     rtol : float
-        Relative tolerance for "constant", as above.
+        Relative tolerance for "constant".
+    min_layers : int
+        Informative layers needed for the statistic to be defined.
 
     Returns
     -------
     TopDown
-        ``layers``, ``min_step`` (training step of each layer's minimum),
-        ``floor`` (its minimum value), ``relative_floor`` (floor / that
-        layer's initial value), ``rho_step`` = Spearman rank correlation of
-        depth vs ``min_step``, ``rho_floor`` = Spearman of depth vs
-        ``relative_floor``, ``is_top_down = rho_step < 0``. A rho is NaN when
-        fewer than 2 layers are usable or either input is constant (e.g. all
-        minima at the same step); then ``is_top_down`` is False. With exactly
-        2 usable layers a rho can only be +1 or -1.
+        ``layers``, ``collapse_step`` (float step per layer), ``min_step``
+        (step of each layer's floor), ``floor``, ``relative_floor`` (floor /
+        initial value), ``rho_step`` = Spearman of depth vs ``collapse_step``
+        (< 0: deeper layers collapse first, top-down), ``rho_floor`` =
+        Spearman of depth vs ``relative_floor`` (< 0: deeper layers fall
+        deeper), ``defined`` (at least ``min_layers`` informative layers and
+        a finite rho_step), ``is_top_down = defined and rho_step < 0``. Both
+        rhos are NaN when not defined.
     """
     s = _check_steps(steps)
     v = np.asarray(values_by_layer, dtype=float)
@@ -550,35 +826,44 @@ def top_down(steps, values_by_layer, layers=None, smooth: int = 1, *, rtol: floa
     depth = np.arange(v.shape[0]) if layers is None else np.asarray(layers)
     if depth.shape != (v.shape[0],):
         raise ValueError(f"layers must have shape ({v.shape[0]},), got {depth.shape}")
+    min_layers = _check_count(min_layers, "min_layers")
 
-    used, excluded, min_step, floor, rel = [], [], [], [], []
+    used, excluded, when, min_step, floor, rel = [], [], [], [], [], []
     for d, row in zip(depth, v):
         finite = row[np.isfinite(row)]
         if finite.size < 2 or np.ptp(finite) <= rtol * np.max(np.abs(finite)):
             excluded.append(d)
             continue
-        c = collapse(s, row, smooth=smooth)
+        c = collapse(s, row, smooth=smooth, window=window, min_relative_drop=min_relative_drop)
+        if not c.collapsed:
+            excluded.append(d)
+            continue
         used.append(d)
+        when.append(layer_collapse_step(s, row, fraction=fraction, smooth=smooth, window=window))
         min_step.append(c.floor_step)
         floor.append(c.floor_value)
         with np.errstate(divide="ignore", invalid="ignore"):
             rel.append(np.float64(c.floor_value) / c.initial_value)
 
     used_a = np.asarray(used, dtype=depth.dtype)
-    min_step_a = np.asarray(min_step, dtype=np.int64)
+    when_a = np.asarray(when, dtype=float)
     rel_a = np.asarray(rel, dtype=float)
-    rho_step = spearman(used_a, min_step_a)
+    enough = used_a.size >= min_layers
+    rho_step = spearman(used_a, when_a) if enough else float("nan")
     # A zero initial value makes relative_floor non-finite; rank it nowhere.
-    rho_floor = spearman(used_a, rel_a) if np.all(np.isfinite(rel_a)) else float("nan")
+    rho_floor = spearman(used_a, rel_a) if enough and np.all(np.isfinite(rel_a)) else float("nan")
+    defined = bool(enough and np.isfinite(rho_step))
     return TopDown(
         layers=used_a,
-        min_step=min_step_a,
+        min_step=np.asarray(min_step, dtype=np.int64),
         floor=np.asarray(floor, dtype=float),
         relative_floor=rel_a,
         rho_step=rho_step,
         rho_floor=rho_floor,
-        is_top_down=bool(rho_step < 0),  # NaN -> False
+        is_top_down=bool(defined and rho_step < 0),
         excluded=np.asarray(excluded, dtype=depth.dtype),
+        collapse_step=when_a,
+        defined=defined,
     )
 
 
@@ -702,19 +987,31 @@ def layer_matrix(metrics: "pandas.DataFrame", measure: str) -> tuple[np.ndarray,
 # one run's summary (what `geomcap show` prints and the notebooks tabulate)
 # ---------------------------------------------------------------------------
 
-#: measures whose transition is compared with acquisition, (measure, layer):
-#: layer "final" means the last layer (after the final LayerNorm)
+#: series whose transition is compared with acquisition, as (measure, layer): layer "final" means
+#: the measure's last layer (after the final LayerNorm for ``rankme``; the last block's residual
+#: stream, before it, for the ``*_residual`` measures). The same rule is applied to every one.
 PRECURSOR_MEASURES = (
     ("rankme", "final"),
     ("rankme_centred", "final"),
     ("rankme_all_positions", "final"),
     ("rankme_mean_pooled", "final"),
+    ("rankme_residual", "final"),
+    ("rankme_centred_residual", "final"),
+    ("mean_energy_share", "final"),
+    ("mean_energy_share_residual", "final"),
     ("probe_accuracy", "final"),
     ("grad_rank", -1),
     ("grad_cov_rank", -1),
     ("hessian_top", -1),
     ("llc", -1),
+    ("test_loss", -1),
+    ("train_accuracy", -1),
+    ("first_token_accuracy", -1),
 )
+#: the behavioural baselines among them: they move with behaviour by construction
+BEHAVIOURAL_BASELINES = ("test_loss", "train_accuracy", "first_token_accuracy")
+#: the two readings of a transition: from the first checkpoint, and from the collapse floor onward
+READINGS = ("from_start", "after_floor")
 
 
 def chance_corrected(accuracy, chance: float):
@@ -724,113 +1021,242 @@ def chance_corrected(accuracy, chance: float):
     return (np.asarray(accuracy, dtype=np.float64) - chance) / (1 - chance)
 
 
+def plateau_fraction(steps, accuracy, until: int | None = None, level: float = PLATEAU_LEVEL) -> float | None:
+    """Share of the steps before ``until`` during which accuracy sits at chance (``< level``).
+
+    Each checkpoint's accuracy is held until the next checkpoint, so the
+    share is measured in training steps over ``[steps_0, until)``, not in
+    checkpoints (checkpoints are denser early on). NaN accuracy counts as not
+    at chance.
+
+    Parameters
+    ----------
+    steps : array of int, shape (n,)
+        Training steps, strictly increasing.
+    accuracy : array of float, shape (n,)
+        Chance-corrected accuracy (:func:`chance_corrected`).
+    until : int, optional
+        End of the span, normally the acquisition step; default the last step.
+    level : float
+        Accuracy below which a checkpoint is at chance.
+
+    Returns
+    -------
+    float in [0, 1] or None
+        None when the span is empty (``until <= steps_0``).
+    """
+    s, acc = _check_series(steps, accuracy, "accuracy")
+    if s.size == 0:
+        return None
+    until = int(s[-1]) if until is None else int(until)
+    if until <= s[0]:
+        return None
+    ends = np.minimum(np.append(s[1:], until), until)
+    length = np.clip(ends - s, 0, None)
+    with np.errstate(invalid="ignore"):
+        at_chance = acc < level
+    return float(length[at_chance].sum() / (until - s[0]))
+
+
+def _value_at(metrics, measure: str, step: int | None, layer) -> float | None:
+    if step is None or measure not in set(metrics["measure"].unique()):
+        return None
+    rows = metrics[metrics["measure"] == measure]
+    layer = int(rows["layer"].max()) if layer == "final" else layer
+    s, v = tidy_series(metrics, measure, layer=layer)
+    i = int(np.searchsorted(s, step))
+    return float(v[i]) if i < s.size and s[i] == step and np.isfinite(v[i]) else None
+
+
+def _top_down_dict(td: TopDown) -> dict:
+    return {"rho_step": td.rho_step, "rho_floor": td.rho_floor, "defined": td.defined,
+            # undefined (None) with fewer than the protocol's informative layers or tied collapse steps
+            "is_top_down": td.is_top_down if td.defined else None,
+            "layers": td.layers.tolist(), "collapse_step": td.collapse_step.tolist(),
+            "min_step": td.min_step.tolist(), "floor": td.floor.tolist(), "excluded": td.excluded.tolist()}
+
+
 def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience: int = 3,
-                  fraction: float = 0.5, smooth: int = 1, chance: float = 0.0,
-                  measure: str = "rankme") -> dict:
-    """Events of one run from its tidy metrics table.
+                  fraction: float = TRANSITION_FRACTION, smooth: int = SMOOTH, chance: float = 0.0,
+                  measure: str = "rankme", *, window: int | None = COLLAPSE_WINDOW, hold: int = RECOVERY_HOLD,
+                  horizon_share: float = HORIZON_SHARE, min_lead: int = MIN_LEAD_CHECKPOINTS,
+                  plateau_level: float = PLATEAU_LEVEL) -> dict:
+    """Every event of one run, under the analysis protocol, from its tidy metrics table.
 
-    ``measure`` is the per-layer geometric measure whose collapse and top-down
-    statistics are reported (default the primary ``rankme``; the other RankMe
-    variants for the sensitivity analysis).
+    The defaults are the protocol (:data:`PROTOCOL`); the run may have stopped
+    before its step budget (nothing here reads the budget: the last checkpoint
+    is the last row of the table).
 
-    ``chance`` is the accuracy of the best constant answer
-    (:func:`geomcap.tasks.chance_accuracy`). Acquisition is decided on the
-    chance-corrected accuracy ``(acc - chance) / (1 - chance) > threshold``:
-    the paper's "accuracy > 50%" for tasks whose answers are long (chance ~0),
-    and a real criterion for parity, where a constant guess already scores ~50%.
+    Parameters
+    ----------
+    metrics : DataFrame
+        One run's tidy table (``step, layer, measure, value``) with at least
+        ``accuracy``.
+    threshold, patience
+        Acquisition: chance-corrected accuracy ``(acc - chance) / (1 - chance)
+        > threshold`` at ``patience`` consecutive checkpoints
+        (:func:`acquisition_step`). ``chance`` is the best constant answer's
+        accuracy (:func:`geomcap.tasks.chance_accuracy`; 0 when unknown).
+    fraction, smooth, horizon_share, min_lead
+        The transition rule (:func:`transition_step`, :func:`horizon_step`)
+        and the paper's precursor reading (lead >= ``min_lead`` checkpoints).
+    measure : str
+        The per-layer geometric measure whose collapse and top-down statistic
+        are reported (default the primary ``rankme``; a variant for the
+        sensitivity analysis).
+    window, hold
+        The collapse window and the recovery hold (:func:`collapse`).
+    plateau_level
+        :func:`plateau_fraction`'s level.
 
-    Returns a dict with ``acquisition_step``, ``final_accuracy``, ``final_layer``,
-    ``collapse`` (of the final layer's RankMe, as a dict of :class:`Collapse`
-    fields), ``order_collapse_recovery_acquisition`` (floor < recovery <=
-    acquisition, the paper's C1 ordering; None when an event is missing),
-    ``precursors`` ({measure: dict of :class:`Precursor` fields} for the
-    measures of :data:`PRECURSOR_MEASURES` present in the table, plus
-    ``<measure>_after_floor``: the same rule applied to the final layer's series
-    from its collapse floor onward, when it collapsed) and
-    ``top_down`` (rho_step, rho_floor, is_top_down, layers, min_step, floor of
-    :func:`top_down` on the per-layer RankMe).
+    Returns
+    -------
+    dict
+        ``acquisition_step`` (None when never acquired), ``final_accuracy``
+        (raw, last checkpoint), ``last_step``, ``checkpoints``, ``chance``,
+        ``measure``, ``final_layer``, ``plateau_fraction`` (of the steps
+        before acquisition, or of the whole run when never acquired),
+        ``horizon_step`` (last step the transitions read);
+        ``collapse``: the :class:`Collapse` fields of the final layer's
+        ``measure`` (None without the measure);
+        ``order_collapse_recovery_acquisition``: collapsed and floor <
+        recovery <= acquisition (claim C1; None when never acquired);
+        ``mean_energy``: the final layer's ``mean_energy_share`` at
+        initialisation, at the floor and at the last checkpoint, and
+        ``mean_energy_share_residual`` at the floor (None where not recorded);
+        ``precursors``: for every series of :data:`PRECURSOR_MEASURES` in the
+        table, ``<name>`` (transition read from the first checkpoint) and,
+        when the run collapsed, ``<name>_after_floor`` (read from the collapse
+        floor onward), each a dict with ``measure_step``, ``acquisition_step``,
+        ``gap_steps``, ``gap_checkpoints``, ``gap_share`` (gap / acquisition
+        step), ``is_precursor`` (the paper's reading: gap_checkpoints >=
+        ``min_lead``), ``test_loss_step`` (the test loss's transition, same
+        reading), ``leads_test_loss`` (the transition precedes the test
+        loss's by >= ``min_lead`` checkpoints; None when either is undefined
+        or for the test loss itself), ``reading`` and ``layer``;
+        ``top_down``: :func:`top_down` on the pre-LayerNorm residual streams
+        (layers ``0..L-1`` of ``measure`` and, at ``L``, ``<measure>_residual``
+        when recorded; else the post-LayerNorm output, said in ``basis``),
+        with the post-LayerNorm reading beside it under ``post_ln``.
     """
     _check_tidy(metrics)
     steps, raw_accuracy = tidy_series(metrics, "accuracy")
     accuracy = chance_corrected(raw_accuracy, chance)
     acq = acquisition_step(steps, accuracy, threshold=threshold, patience=patience)
+    present = set(metrics["measure"].unique())
     rank_layers = sorted(metrics.loc[metrics["measure"] == measure, "layer"].unique())
     final_layer = int(rank_layers[-1]) if rank_layers else None
-    summary = {"acquisition_step": acq, "final_accuracy": float(raw_accuracy[-1]), "chance": chance,
-               "measure": measure,
-               "final_layer": final_layer, "collapse": None,
-               "order_collapse_recovery_acquisition": None, "precursors": {}, "top_down": None}
-    if final_layer is None:
-        return summary
+    horizon = horizon_step(steps, acq, horizon_share)
+    summary = {"acquisition_step": acq, "final_accuracy": float(raw_accuracy[-1]), "last_step": int(steps[-1]),
+               "checkpoints": int(steps.size), "chance": chance, "measure": measure, "final_layer": final_layer,
+               "plateau_fraction": plateau_fraction(steps, accuracy, until=acq, level=plateau_level),
+               "horizon_step": horizon, "collapse": None, "order_collapse_recovery_acquisition": None,
+               "mean_energy": None, "precursors": {}, "top_down": None}
 
-    r_steps, r_values = tidy_series(metrics, measure, layer=final_layer)
-    c = collapse(r_steps, r_values, smooth=smooth)
-    summary["collapse"] = c.__dict__.copy()
-    if c.collapsed and c.recovery_step is not None and acq is not None:
-        summary["order_collapse_recovery_acquisition"] = bool(c.floor_step < c.recovery_step <= acq)
-    elif acq is not None:
-        summary["order_collapse_recovery_acquisition"] = False
+    c = None
+    if final_layer is not None:
+        r_steps, r_values = tidy_series(metrics, measure, layer=final_layer)
+        c = collapse(r_steps, r_values, smooth=smooth, window=window, hold=hold)
+        summary["collapse"] = c.__dict__.copy()
+        if acq is not None:
+            summary["order_collapse_recovery_acquisition"] = bool(
+                c.collapsed and c.recovery_step is not None and c.floor_step < c.recovery_step <= acq)
+    if "mean_energy_share" in present:
+        share_steps, share = tidy_series(metrics, "mean_energy_share",
+                                         layer=int(metrics.loc[metrics["measure"] == "mean_energy_share", "layer"].max()))
+        floor_step = None if c is None else c.floor_step
+        summary["mean_energy"] = {
+            "initial": float(share[0]), "last": float(share[-1]),
+            "at_floor": _value_at(metrics, "mean_energy_share", floor_step, "final"),
+            "residual_at_floor": _value_at(metrics, "mean_energy_share_residual", floor_step, "final")}
 
-    def compare(t):
-        both = t is not None and acq is not None
-        return {"measure_step": t, "acquisition_step": acq,
-                "gap_steps": acq - t if both else None,
-                "gap_checkpoints": int(np.searchsorted(steps, acq) - np.searchsorted(steps, t)) if both else None,
-                "is_precursor": bool(both and t < acq)}
+    starts = {"from_start": None}
+    if c is not None and c.collapsed:
+        starts["after_floor"] = c.floor_step
+    for reading, start in starts.items():
+        transitions = {}
+        for name, layer in PRECURSOR_MEASURES:
+            if name not in present:
+                continue
+            if layer == "final":
+                layer = int(metrics.loc[metrics["measure"] == name, "layer"].max())
+            m_steps, m_values = tidy_series(metrics, name, layer=layer)
+            # costly measures exist on a subset of checkpoints: their transition comes from their own
+            # series, acquisition from the full accuracy series, gaps counted on the full checkpoint grid
+            transitions[name] = (layer, transition_step(m_steps, m_values, fraction=fraction, smooth=smooth,
+                                                        start=start, end=horizon))
+        loss_step = transitions.get("test_loss", (None, None))[1]
+        for name, (layer, t) in transitions.items():
+            p = _lead(steps, t, acq, min_lead)
+            leads = None
+            if name != "test_loss" and t is not None and loss_step is not None:
+                leads = _lead(steps, t, loss_step, min_lead).is_precursor
+            key = name if reading == "from_start" else f"{name}_after_floor"
+            summary["precursors"][key] = {**p.__dict__, "test_loss_step": loss_step, "leads_test_loss": leads,
+                                          "reading": reading, "layer": layer}
 
-    present = set(metrics["measure"].unique())
-    for name, layer in PRECURSOR_MEASURES:
-        if name not in present:
-            continue
-        layer = final_layer if layer == "final" else layer
-        m_steps, m_values = tidy_series(metrics, name, layer=layer)
-        # costly measures exist on a subset of checkpoints: their transition comes from their own
-        # series, acquisition from the full accuracy series, gaps counted on the full checkpoint grid
-        summary["precursors"][name] = compare(transition_step(m_steps, m_values, fraction=fraction, smooth=smooth))
-    if c.collapsed:
-        # the early collapse is RankMe's largest excursion, so its transition is (nearly) always the
-        # collapse itself; the same rule from the floor onward asks whether RankMe moves again
-        # (recovery, re-expansion) before behaviour does
-        after = r_steps >= c.floor_step
-        summary["precursors"][f"{measure}_after_floor"] = compare(
-            transition_step(r_steps[after], r_values[after], fraction=fraction, smooth=smooth))
-
-    layers, l_steps, values = layer_matrix(metrics, measure)
-    td = top_down(l_steps, values, layers=layers, smooth=smooth)
-    summary["top_down"] = {"rho_step": td.rho_step, "rho_floor": td.rho_floor,
-                           # undefined (None) when rho is: fewer than 2 informative layers, tied minima
-                           "is_top_down": None if np.isnan(td.rho_step) else td.is_top_down,
-                           "layers": td.layers.tolist(),
-                           "min_step": td.min_step.tolist(), "floor": td.floor.tolist(),
-                           "excluded": td.excluded.tolist()}
+    if final_layer is not None:
+        layers, l_steps, values = layer_matrix(metrics, measure)
+        residual = f"{measure}_residual"
+        td_post = top_down(l_steps, values, layers=layers, smooth=smooth, window=window)
+        pre = values.copy()
+        if residual in present:
+            res_layer = int(metrics.loc[metrics["measure"] == residual, "layer"].max())
+            res_steps, res_values = tidy_series(metrics, residual, layer=res_layer)
+            row = np.full(l_steps.size, np.nan)
+            idx = np.searchsorted(l_steps, res_steps)
+            ok = (idx < l_steps.size) & (l_steps[np.minimum(idx, l_steps.size - 1)] == res_steps)
+            row[idx[ok]] = res_values[ok]
+            pre[list(layers).index(final_layer)] = row
+            basis = f"pre-LayerNorm residual streams (layer {final_layer}: {residual})"
+            td = top_down(l_steps, pre, layers=layers, smooth=smooth, window=window)
+        else:
+            basis = (f"layers 0..{final_layer - 1} pre-LayerNorm, layer {final_layer} post-LayerNorm "
+                     f"({residual} not recorded)")
+            td = td_post
+        summary["top_down"] = {**_top_down_dict(td), "basis": basis,
+                               "residual_measure": residual if residual in present else None,
+                               "post_ln": _top_down_dict(td_post)}
     return summary
+
+
+def _fmt(x, spec: str = ".2f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
 
 
 def format_summary(summary: dict) -> str:
     """Human-readable lines for :func:`summarize_run`'s dict."""
     chance = f" (best constant answer {summary['chance']:.3f})" if summary.get("chance") else ""
-    lines = [f"accuracy   final {summary['final_accuracy']:.3f}{chance}; acquired at step {summary['acquisition_step']}"
-             if summary["acquisition_step"] is not None else
-             f"accuracy   final {summary['final_accuracy']:.3f}{chance}; never acquired "
-             f"(chance-corrected > 0.5 for 3 checkpoints)"]
+    acquired = (f"acquired at step {summary['acquisition_step']}" if summary["acquisition_step"] is not None
+                else "never acquired (chance-corrected > 0.5 for 3 checkpoints)")
+    lines = [f"accuracy   final {summary['final_accuracy']:.3f}{chance}; {acquired}; last step "
+             f"{summary.get('last_step')}; at chance over {_fmt(summary.get('plateau_fraction'))} of the steps "
+             f"{'before acquisition' if summary['acquisition_step'] is not None else 'of the run'}"]
     c = summary["collapse"]
     if c is not None:
         lines.append(f"{summary.get('measure', 'rankme'):<10} layer {summary['final_layer']} (final): initial {c['initial_value']:.2f}, "
                      f"peak {c['peak_value']:.2f} at step {c['peak_step']}, "
                      f"floor {c['floor_value']:.2f} at step {c['floor_step']} "
-                     f"({'collapse' if c['collapsed'] else 'no collapse'}: drop {100 * c['relative_drop']:.0f}%), "
-                     f"recovery at step {c['recovery_step']}")
+                     f"({'collapse' if c['collapsed'] else 'no collapse'}: drop {100 * c['relative_drop']:.0f}%; "
+                     f"certain at step {c.get('floor_certain_step')}), "
+                     f"recovery at step {c['recovery_step']} (certain at step {c.get('recovery_certain_step')})")
         lines.append(f"ordering   floor < recovery <= acquisition: {summary['order_collapse_recovery_acquisition']}")
+    energy = summary.get("mean_energy")
+    if energy:
+        lines.append(f"mean share of energy (final layer): initial {_fmt(energy['initial'])}, at the floor "
+                     f"{_fmt(energy['at_floor'])}, last {_fmt(energy['last'])}")
     if summary["precursors"]:
-        lines.append("precursors (transition = half of the largest excursion from the initial value)")
+        lines.append(f"precursors (transition = half of the largest excursion, read up to step "
+                     f"{summary.get('horizon_step')}; precursor = leads acquisition by >= 2 checkpoints)")
         for measure, p in summary["precursors"].items():
-            gap = (f"gap {p['gap_steps']} steps ({p['gap_checkpoints']} checkpoints)"
-                   if p["gap_steps"] is not None else "gap undefined")
-            lines.append(f"  {measure:<22} transition at {p['measure_step']}, {gap}, "
-                         f"precursor: {p['is_precursor']}")
+            gap = (f"gap {p['gap_steps']} steps, {p['gap_checkpoints']} checkpoints, "
+                   f"{_fmt(p.get('gap_share'))} of acquisition" if p["gap_steps"] is not None else "gap undefined")
+            lines.append(f"  {measure:<36} transition at {p['measure_step']}, {gap}, "
+                         f"precursor: {p['is_precursor']}, leads test loss: {p.get('leads_test_loss')}")
     td = summary["top_down"]
     if td is not None:
-        lines.append(f"top-down   rho(depth, step of minimum) = {td['rho_step']:.2f}, "
-                     f"rho(depth, relative floor) = {td['rho_floor']:.2f}; top-down: {td['is_top_down']} "
-                     f"(layers {td['layers']}, excluded {td['excluded']})")
+        lines.append(f"top-down   rho(depth, collapse step) = {_fmt(td['rho_step'])}, "
+                     f"rho(depth, relative floor) = {_fmt(td['rho_floor'])}; top-down: {td['is_top_down']} "
+                     f"(layers {td['layers']}, excluded {td['excluded']}; {td.get('basis', '')}); "
+                     f"post-LayerNorm output: rho {_fmt(td.get('post_ln', {}).get('rho_step'))}")
     return "\n".join(lines)

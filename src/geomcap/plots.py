@@ -230,7 +230,7 @@ def precursor_gaps(summary, measures, classes):
     fig, ax = plt.subplots(figsize=(7, 3.6))
     if len(data):
         sns.stripplot(data=data, x="measure", y="gap", hue="class", dodge=True, jitter=0.2, ax=ax,
-                      palette={"hard": "C3", "easy": "C2", "not acquired": "0.6"})
+                      palette={"hard": "C3", "intermediate": "C1", "easy": "C2", "not acquired": "0.6"})
     _symlog_gap_axis(ax)
     ax.set_ylabel("acquisition - transition (steps)\n> 0: the measure leads")
     ax.set_xlabel("")
@@ -252,7 +252,7 @@ def gap_by_level(summary, classes, measure: str = "rankme"):
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     if len(data):
         sns.stripplot(data=data, x="level", y="gap", hue="difficulty", order=["easy", "medium", "hard"],
-                      palette={"hard": "C3", "easy": "C2", "not acquired": "0.6"}, jitter=0.25, ax=ax, size=6)
+                      palette={"hard": "C3", "intermediate": "C1", "easy": "C2", "not acquired": "0.6"}, jitter=0.25, ax=ax, size=6)
     _symlog_gap_axis(ax)
     ax.set_xlabel("task level")
     ax.set_ylabel(f"{measure} gap (steps)\n> 0: {measure} leads acquisition")

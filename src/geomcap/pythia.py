@@ -933,7 +933,8 @@ def claim_c7(table: pd.DataFrame) -> dict:
     acquired = easy[easy["acquisition_step"].notna()]
     parts.append(f"easy benchmarks with a RankMe precursor: {int(acquired['is_precursor'].sum())}/{len(acquired)} "
                  f"acquired ({len(easy)} selected)")
-    return results.claim_row("C7", " ".join(parts), value)
+    judged = results.claim_c7(table)  # the verdict and its rule: one rule for C7, in results
+    return results.claim_row("C7", " ".join(parts), value, judged["verdict"], judged["rule"])
 
 
 def claim_from_store(model: str = "standin", root="") -> dict:

@@ -4,6 +4,14 @@
     runs = results.load_runs("data/runs")                 # configs, one row per complete run
     table = results.summary_table(runs)                   # events of every run (acquisition, floor, ...)
     metrics = results.load_metrics(runs, measures=["accuracy", "rankme"])   # tidy, with run columns
+    events = results.events_table(runs)                   # one row per event per run
+    results.verdict_table(results.claims_from_store())    # claim | paper | ours | verdict | rule
+
+The analysis protocol's rules across runs live here: difficulty from behaviour
+(:func:`difficulty_class`), both readings of "precursor" (:func:`precursor_table`,
+:func:`timing_prediction`), C4's baselines (:func:`probe_table`), and one verdict
+per claim (``claim_c1`` .. ``claim_c8``), each with the rule that chose it. The
+paper's figures come from :mod:`geomcap.paper`.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geomcap import events, store
+from geomcap import events, paper, store
 from geomcap.tasks import LEVELS, chance_accuracy, make_task
 
 RUN_KEYS = ("task", "level", "size", "seed")
@@ -72,24 +80,38 @@ def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
 
     The ``rankme_*`` and ``top_down_*`` columns describe the collapse of the
     measure selected with ``measure=`` (default: the primary ``rankme``).
+    Per series ``<m>`` of :data:`geomcap.events.PRECURSOR_MEASURES` present
+    (and ``<m>_after_floor``, read from the collapse floor onward):
+    ``<m>_transition_step``, ``<m>_gap_steps``, ``<m>_gap_checkpoints``,
+    ``<m>_gap_share``, ``<m>_is_precursor`` (the paper's reading) and
+    ``<m>_leads_test_loss`` (the informative one).
     """
     s = events.summarize_run(metrics, **kwargs)
     row = {"acquisition_step": s["acquisition_step"], "final_accuracy": s["final_accuracy"],
-           "final_layer": s["final_layer"],
+           "last_step": s["last_step"], "checkpoints": s["checkpoints"], "final_layer": s["final_layer"],
+           "plateau_fraction": s["plateau_fraction"], "horizon_step": s["horizon_step"],
            "ordered_collapse_recovery_acquisition": s["order_collapse_recovery_acquisition"]}
     c = s["collapse"] or {}
     for key in ("initial_value", "peak_value", "peak_step", "onset_step", "floor_value", "floor_step",
-                "recovery_step", "relative_drop", "collapsed"):
+                "recovery_step", "relative_drop", "collapsed", "floor_certain_step", "recovery_certain_step"):
         row[f"rankme_{key}"] = c.get(key)
+    energy = s["mean_energy"] or {}
+    for key in ("initial", "at_floor", "last", "residual_at_floor"):
+        row[f"mean_energy_share_{key}"] = energy.get(key)
     for measure, p in s["precursors"].items():
         row[f"{measure}_transition_step"] = p["measure_step"]
         row[f"{measure}_gap_steps"] = p["gap_steps"]
         row[f"{measure}_gap_checkpoints"] = p["gap_checkpoints"]
+        row[f"{measure}_gap_share"] = p["gap_share"]
         row[f"{measure}_is_precursor"] = p["is_precursor"]
+        row[f"{measure}_leads_test_loss"] = p["leads_test_loss"]
     td = s["top_down"] or {}
     row["top_down_rho_step"] = td.get("rho_step")
     row["top_down_rho_floor"] = td.get("rho_floor")
     row["is_top_down"] = td.get("is_top_down")
+    row["top_down_layers"] = len(td.get("layers", []))
+    row["top_down_residual"] = td.get("residual_measure") is not None if td else None
+    row["top_down_rho_step_post_ln"] = (td.get("post_ln") or {}).get("rho_step")
     return row
 
 
@@ -100,27 +122,63 @@ def chance_for(task: str, level: str, seed: int, n_train: int, n_test: int) -> f
     return chance_accuracy(data.test_answers)
 
 
+@lru_cache(maxsize=None)
+def majority_first_token_for(task: str, level: str, seed: int, n_train: int, n_test: int) -> float:
+    """Share of the test answers whose first token is the most common first token (the majority-class
+    rate a probe of the first answer token must beat)."""
+    first = make_task(task, level, seed=seed, n_train=n_train, n_test=n_test).test_answers[:, 0]
+    return float(np.bincount(np.asarray(first)).max() / len(first))
+
+
+def _task_sizes(config: dict) -> tuple[int, int]:
+    """n_train, n_test of a run's config; :class:`geomcap.train.TrainConfig`'s defaults when the config
+    holds only task, level, size, seed and steps."""
+    from dataclasses import fields
+
+    from geomcap.train import TrainConfig
+
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+
+    def get(key):
+        value = config.get(key)
+        return int(defaults[key] if value is None or (isinstance(value, float) and np.isnan(value)) else value)
+
+    return get("n_train"), get("n_test")
+
+
 def run_chance(config: dict) -> float:
+    """The best constant answer's accuracy for a run's config (any mapping with task, level, seed;
+    n_train and n_test default to :class:`geomcap.train.TrainConfig`'s)."""
     # the answer order does not enter: reversing every answer's digits is a bijection on answers,
     # so the most common answer is as common either way
-    return chance_for(config["task"], config["level"], int(config["seed"]), int(config["n_train"]),
-                      int(config["n_test"]))
+    return chance_for(config["task"], config["level"], int(config["seed"]), *_task_sizes(config))
+
+
+def run_majority_rate(config: dict) -> float:
+    """The majority-class rate of the first answer token on a run's test set (C4's baseline)."""
+    return majority_first_token_for(config["task"], config["level"], int(config["seed"]), *_task_sizes(config))
 
 
 def summary_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
-    """One row per run: its task, level, size, seed, steps and the events of :func:`summary_row`
-    (acquisition on chance-corrected accuracy, see :func:`geomcap.events.summarize_run`)."""
+    """One row per run: its task, level, size, seed, steps (the budget), ``stopped_at`` (when the run
+    stopped early, else missing) and the events of :func:`summary_row` (acquisition on chance-corrected
+    accuracy, see :func:`geomcap.events.summarize_run`), with its difficulty class
+    (:func:`difficulty_class`)."""
     rows = []
     for row in runs.itertuples():
         chance = run_chance(row._asdict())
+        status = store.read_status(row.path) or {}
         rows.append({**{k: getattr(row, k) for k in (*RUN_KEYS, "steps", "run")}, "chance": chance,
+                     "stopped_at": status.get("stopped_at"),
                      **summary_row(store.read_metrics(row.path), chance=chance, **kwargs)})
     table = pd.DataFrame(rows)
     if not table.empty:
         step_columns = [c for c in table.columns
-                        if (c.endswith("_step") or c.endswith("_steps")) and not c.startswith("top_down_rho")]
+                        if (c.endswith("_step") or c.endswith("_steps") or c == "stopped_at")
+                        and not c.startswith("top_down_rho")]
         for column in step_columns:
-            table[column] = table[column].astype("Int64")
+            table[column] = pd.to_numeric(table[column], errors="coerce").astype("Int64")
+        table["difficulty"] = difficulty_class(table)
     return table
 
 
@@ -209,8 +267,9 @@ def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="
 
 def sensitivity_table(runs: pd.DataFrame, measures=RANKME_VARIANTS) -> pd.DataFrame:
     """Claims C1/C3 under each RankMe variant: per variant, runs, collapsed runs, runs ordered
-    floor < recovery <= acquisition (of the acquired runs), mean floor and relative drop, and runs
-    with a defined and negative top-down statistic."""
+    floor < recovery <= acquisition (of the acquired runs), mean floor and relative drop, runs
+    with a defined and negative top-down statistic, and the median share of the mean direction in the
+    final layer's energy at the variant's floor (NaN for runs that did not record it)."""
     rows = []
     for measure in measures:
         table = summary_table(runs, measure=measure)
@@ -222,7 +281,9 @@ def sensitivity_table(runs: pd.DataFrame, measures=RANKME_VARIANTS) -> pd.DataFr
                      "acquired": int(acquired.sum()), "ordered": int(ordered.sum()),
                      "mean_floor": table["rankme_floor_value"].mean(),
                      "mean_relative_drop": table["rankme_relative_drop"].mean(),
-                     "top_down_defined": int(rho.notna().sum()), "top_down": int((rho < 0).sum())})
+                     "top_down_defined": int(rho.notna().sum()), "top_down": int((rho < 0).sum()),
+                     "median_mean_energy_share_at_floor": pd.to_numeric(
+                         table.get("mean_energy_share_at_floor", pd.Series(dtype=float)), errors="coerce").median()})
     return pd.DataFrame(rows)
 
 
@@ -351,11 +412,13 @@ def not_acquired_table(summary: pd.DataFrame, metrics: pd.DataFrame, memorised: 
 
 
 def top_down_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per task x size: runs, the median Spearman rho of depth vs the step of each layer's RankMe
-    minimum (and vs its relative floor), and whether the pair is top-down: median rho_step < 0.
+    """Per task x size: runs, the median Spearman rho of depth vs each layer's collapse step (on the
+    pre-LayerNorm residual streams; :func:`geomcap.events.top_down`) and vs its relative floor, the
+    same median with the post-LayerNorm output as the last layer (``median_rho_step_post_ln``), and
+    whether the pair is top-down: median rho_step < 0.
 
-    Runs whose rho is undefined (fewer than two informative layers, tied minima) are left out of
-    the medians and counted in ``undefined``.
+    Runs whose rho is undefined (fewer than four informative layers, tied collapse steps) are left out
+    of the medians and counted in ``undefined``.
     """
     rows = []
     for (task, size), group in summary.groupby(["task", "size"], sort=False):
@@ -365,11 +428,19 @@ def top_down_table(summary: pd.DataFrame) -> pd.DataFrame:
         rows.append({"task": task, "size": size, "runs": len(group), "undefined": int(rho_step.isna().sum()),
                      "runs_top_down": int((rho_step < 0).sum()),
                      "median_rho_step": median, "median_rho_floor": rho_floor.median(),
+                     "median_rho_step_post_ln": pd.to_numeric(group.get("top_down_rho_step_post_ln", pd.Series(dtype=float)),
+                                                              errors="coerce").median(),
                      "top_down": bool(median < 0) if pd.notna(median) else None})
     return pd.DataFrame(rows)
 
 
-def probe_table(metrics: pd.DataFrame, runs: pd.DataFrame, threshold: float = 0.5, patience: int = 3) -> pd.DataFrame:
+#: C4: a probe "decodes the answer" when it beats both baselines by this margin (about 1.5 standard
+#: errors of a probe scored on 256 prompts near 0.5)
+PROBE_MARGIN = 0.05
+
+
+def probe_table(metrics: pd.DataFrame, runs: pd.DataFrame, threshold: float = 0.5, patience: int = 3,
+                margin: float = PROBE_MARGIN) -> pd.DataFrame:
     """Per run: does a linear probe decode the answer before the model outputs it (claim C4)?
 
     Columns: ``probe_step0`` (best layer's probe accuracy at initialisation: what
@@ -377,10 +448,16 @@ def probe_table(metrics: pd.DataFrame, runs: pd.DataFrame, threshold: float = 0.
     rule applied to the best layer's probe accuracy at each checkpoint),
     ``first_token_acquisition_step`` and ``acquisition_step`` (the model's own,
     first answer token and exact match), the leads in steps
-    (model's step - probe's step; positive = the probe is first), and
-    ``probe_above_model_share``: among checkpoints where the model's exact-match
-    accuracy is < 0.5, the share where the best layer's probe accuracy is higher
-    (the paper's comparison) -- and the same against first-token accuracy.
+    (model's step - probe's step; positive = the probe is first),
+    ``majority_rate`` (share of the test answers whose first token is the most
+    common one: what a constant guess of the first token scores), and, among
+    the checkpoints where the model's exact-match accuracy is < 0.5
+    (``checkpoints_below``): ``probe_above_model_share`` (probe > exact match,
+    the paper's comparison), ``probe_above_first_token_share`` (probe > the
+    model's first-token accuracy) and ``probe_above_baselines_share`` (probe >
+    max(first-token accuracy, majority rate) + ``margin``: the protocol's
+    comparison); ``c4_holds``: that share is at least one half (None without
+    such checkpoints).
     """
     rows = []
     for run in runs.itertuples():
@@ -390,18 +467,24 @@ def probe_table(metrics: pd.DataFrame, runs: pd.DataFrame, threshold: float = 0.
         _, _, probe = events.layer_matrix(m, "probe_accuracy")
         best = np.nanmax(probe, axis=0)
         below = acc < 0.5
+        majority = run_majority_rate(run._asdict())
+        baseline = np.maximum(first, majority) + margin
         p_acq = events.acquisition_step(steps, best, threshold, patience)
         f_acq = events.acquisition_step(steps, first, threshold, patience)
         m_acq = events.acquisition_step(steps, events.chance_corrected(acc, run_chance(run._asdict())),
                                         threshold, patience)
+        share = lambda other: float(np.mean(best[below] > other[below])) if below.any() else np.nan  # noqa: E731
+        above = share(baseline)
         rows.append({**{k: getattr(run, k) for k in RUN_KEYS}, "run": run.run,
                      "probe_step0": float(best[0]), "probe_final": float(best[-1]),
                      "probe_acquisition_step": p_acq, "first_token_acquisition_step": f_acq,
                      "acquisition_step": m_acq,
                      "lead_vs_exact_match": None if p_acq is None or m_acq is None else m_acq - p_acq,
                      "lead_vs_first_token": None if p_acq is None or f_acq is None else f_acq - p_acq,
-                     "probe_above_model_share": float(np.mean(best[below] > acc[below])) if below.any() else np.nan,
-                     "probe_above_first_token_share": float(np.mean(best[below] > first[below])) if below.any() else np.nan})
+                     "majority_rate": majority, "checkpoints_below": int(below.sum()),
+                     "probe_above_model_share": share(acc), "probe_above_first_token_share": share(first),
+                     "probe_above_baselines_share": above,
+                     "c4_holds": None if np.isnan(above) else bool(above >= 0.5)})
     table = pd.DataFrame(rows)
     for column in ("probe_acquisition_step", "first_token_acquisition_step", "acquisition_step",
                    "lead_vs_exact_match", "lead_vs_first_token"):
@@ -410,37 +493,105 @@ def probe_table(metrics: pd.DataFrame, runs: pd.DataFrame, threshold: float = 0.
     return table
 
 
+def probe_by_task(probes: pd.DataFrame) -> pd.DataFrame:
+    """Claim C4 per task from :func:`probe_table`: runs with checkpoints below 50%, runs where C4 holds
+    against both baselines, and the mean shares of sub-50% checkpoints where the probe beats the model's
+    exact match, its first-token accuracy, and both baselines; the mean majority rate."""
+    rows = []
+    for task, group in probes.groupby("task", sort=False):
+        holds = group["c4_holds"].dropna().astype(bool)
+        rows.append({"task": task, "runs": len(holds), "c4_holds": int(holds.sum()),
+                     "rate": float(holds.mean()) if len(holds) else np.nan,
+                     "above_exact_match": group["probe_above_model_share"].mean(),
+                     "above_first_token": group["probe_above_first_token_share"].mean(),
+                     "above_baselines": group["probe_above_baselines_share"].mean(),
+                     "majority_rate": group["majority_rate"].mean()})
+    return pd.DataFrame(rows, columns=["task", "runs", "c4_holds", "rate", "above_exact_match",
+                                       "above_first_token", "above_baselines", "majority_rate"])
+
+
+
 #: the five measures of the precursor comparison (claim C5), in the paper's order
 PRECURSOR_MEASURES = ("rankme", "grad_rank", "grad_cov_rank", "hessian_top", "llc")
 #: RankMe's transition measured from its collapse floor onward
 #: (:func:`geomcap.events.summarize_run`): does RankMe move again before behaviour does?
 RANKME_AFTER_FLOOR = "rankme_after_floor"
+#: the behavioural baselines every precursor is compared with
+BASELINES = events.BEHAVIOURAL_BASELINES
+
+#: difficulty from behaviour alone (:func:`difficulty_class`): hard = acquired after this step ...
+HARD_MIN_STEP = 500
+#: ... with chance-level accuracy over at least this share of the steps before acquisition
+HARD_MIN_PLATEAU = 0.5
+#: easy = acquired within the collapse window (the first :data:`geomcap.events.COLLAPSE_WINDOW` steps)
+EASY_MAX_STEP = events.COLLAPSE_WINDOW
+#: the classes of :func:`difficulty_class`
+DIFFICULTY_CLASSES = ("easy", "intermediate", "hard", "not acquired")
 
 
 def difficulty_class(summary: pd.DataFrame) -> pd.Series:
-    """Hard vs easy from the data, per run (claim C6's rule, stated here once).
+    """Hard vs easy from behaviour alone, never from RankMe (claim C6's rule, stated here once).
 
-    * ``hard``: acquired strictly after the final layer's RankMe floor step --
-      the model needed the collapse (and more) before it could do the task;
-    * ``easy``: acquired at or before the floor step -- behaviour and geometry
-      change together;
+    * ``easy``: acquired within the collapse window (acquisition step <=
+      :data:`EASY_MAX_STEP` = the first 300 steps): the paper's "acquisition
+      during the initial collapse";
+    * ``hard``: acquired after step :data:`HARD_MIN_STEP` (500) *and* after a
+      behavioural plateau: chance-corrected accuracy at chance (below
+      :data:`geomcap.events.PLATEAU_LEVEL`) over at least
+      :data:`HARD_MIN_PLATEAU` (half) of the steps before acquisition
+      (``plateau_fraction``, :func:`geomcap.events.plateau_fraction`);
+    * ``intermediate``: acquired, neither easy nor hard (including tables
+      without a ``plateau_fraction`` column, whose runs can never be hard);
     * ``not acquired``: never acquired within the run.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        Columns ``acquisition_step`` and ``plateau_fraction`` (e.g.
+        :func:`summary_table`).
+
+    Returns
+    -------
+    Series of str, one of :data:`DIFFICULTY_CLASSES`, indexed like ``summary``.
     """
     acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
-    floor = pd.to_numeric(summary["rankme_floor_step"], errors="coerce")
-    cls = pd.Series("easy", index=summary.index)
-    cls[acq > floor] = "hard"
+    plateau = (pd.to_numeric(summary["plateau_fraction"], errors="coerce") if "plateau_fraction" in summary
+               else pd.Series(np.nan, index=summary.index))
+    cls = pd.Series("intermediate", index=summary.index)
+    cls[acq <= EASY_MAX_STEP] = "easy"
+    cls[(acq > HARD_MIN_STEP) & (plateau >= HARD_MIN_PLATEAU)] = "hard"
     cls[acq.isna()] = "not acquired"
     return cls
 
 
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a rate k/n (NaN, NaN when n == 0)."""
+    from scipy import stats
+
+    if n == 0:
+        return float("nan"), float("nan")
+    z = stats.norm.ppf(0.5 + level / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
 def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=PRECURSOR_MEASURES) -> pd.DataFrame:
-    """Per measure and group: runs where the measure was recorded and the run acquired the task,
-    how many show the measure's transition strictly before acquisition, the rate, and the
-    median gap in steps. ``by``: "difficulty" (:func:`difficulty_class`) or "level"."""
+    """Per measure and group, both readings of "precursor" over the acquired runs where the measure
+    was recorded.
+
+    Columns: ``runs``; ``precursor`` (the paper's reading: the transition leads acquisition by >= 2
+    checkpoints), ``rate`` and its 95% Wilson interval ``rate_low``, ``rate_high``; ``leads_test_loss``
+    (also leads the test loss's transition; the informative reading, counted among runs where it is
+    defined: ``leads_defined``) and ``leads_rate``; the median lead in checkpoints
+    (``median_gap_checkpoints``), as a share of the acquisition step (``median_gap_share``) and in
+    steps (``median_gap_steps``). ``by``: "difficulty" (:func:`difficulty_class`), "level" or any
+    column.
+    """
     groups = difficulty_class(summary) if by == "difficulty" else summary[by]
     rows = []
-    order = {name: i for i, name in enumerate(LEVELS)}  # levels easy -> hard, other groups by name
+    order = {name: i for i, name in enumerate((*LEVELS, *DIFFICULTY_CLASSES))}  # easy -> hard, others by name
     ordered_groups = sorted(groups.dropna().unique(), key=lambda g: (order.get(g, len(order)), g))
     for measure in measures:
         column = f"{measure}_is_precursor"
@@ -448,12 +599,89 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=PREC
             continue
         for group in ordered_groups:
             sel = summary[(groups == group) & summary["acquisition_step"].notna() & summary[column].notna()]
-            gaps = pd.to_numeric(sel[f"{measure}_gap_steps"], errors="coerce").dropna()
             n_pre = int(sel[column].astype(bool).sum())
+            leads = sel.get(f"{measure}_leads_test_loss", pd.Series(dtype=object)).dropna()
+            low, high = wilson_interval(n_pre, len(sel))
+            median = lambda col: pd.to_numeric(sel.get(col, pd.Series(dtype=float)), errors="coerce").median()  # noqa: E731
             rows.append({"measure": measure, by: group, "runs": len(sel), "precursor": n_pre,
-                         "rate": n_pre / len(sel) if len(sel) else np.nan,
-                         "median_gap_steps": gaps.median() if len(gaps) else np.nan})
+                         "rate": n_pre / len(sel) if len(sel) else np.nan, "rate_low": low, "rate_high": high,
+                         "leads_defined": len(leads), "leads_test_loss": int(leads.astype(bool).sum()),
+                         "leads_rate": float(leads.astype(bool).mean()) if len(leads) else np.nan,
+                         "median_gap_checkpoints": median(f"{measure}_gap_checkpoints"),
+                         "median_gap_share": median(f"{measure}_gap_share"),
+                         "median_gap_steps": median(f"{measure}_gap_steps")})
     return pd.DataFrame(rows)
+
+
+def timing_prediction(summary: pd.DataFrame, measure: str = "rankme", n_boot: int = 2000, seed: int = 0,
+                      level: float = 0.95) -> dict:
+    """Does a measure's transition timing predict acquisition timing across runs? (reading (b) of C5)
+
+    Spearman rank correlation, over the acquired runs of ``summary`` (one row per run, e.g.
+    :func:`summary_table` or a subset such as one task's seeds) where the transition is defined, of
+    ``<measure>_transition_step`` against ``acquisition_step``, with a percentile bootstrap interval
+    (runs resampled with replacement ``n_boot`` times; resamples whose rho is undefined are dropped).
+
+    Returns
+    -------
+    dict
+        ``measure``, ``runs``, ``rho`` (NaN with fewer than 3 runs or constant input), ``ci_low``,
+        ``ci_high`` (NaN when rho is), ``n_boot`` (defined resamples).
+    """
+    column = f"{measure}_transition_step"
+    out = {"measure": measure, "runs": 0, "rho": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n_boot": 0}
+    if column not in summary:
+        return out
+    both = summary[["acquisition_step", column]].apply(pd.to_numeric, errors="coerce").dropna()
+    x, y = both[column].to_numpy(float), both["acquisition_step"].to_numpy(float)
+    out["runs"] = int(x.size)
+    if x.size < 3:
+        return out
+    out["rho"] = events.spearman(x, y)
+    if np.isnan(out["rho"]):
+        return out
+    rng = np.random.default_rng(seed)
+    boots = [events.spearman(x[i], y[i]) for i in rng.integers(0, x.size, size=(n_boot, x.size))]
+    boots = np.asarray([b for b in boots if np.isfinite(b)])
+    if boots.size:
+        out["ci_low"], out["ci_high"] = (float(np.quantile(boots, q)) for q in ((1 - level) / 2, (1 + level) / 2))
+    out["n_boot"] = int(boots.size)
+    return out
+
+
+def events_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
+    """One row per event per run (long form, for plots and the monitor's comparisons).
+
+    Columns: the run's task, level, size, seed, run; ``event`` (acquisition, collapse_onset,
+    collapse_floor, collapse_recovery, or transition), ``measure`` (the series; the acquisition's is
+    ``accuracy``), ``reading`` (from_start / after_floor for transitions), ``step``, ``certain_step``
+    (floor and recovery: from when the event is certain), ``gap_checkpoints``, ``gap_share`` (lead
+    over acquisition, transitions only), ``is_precursor``, ``leads_test_loss``. ``kwargs`` go to
+    :func:`geomcap.events.summarize_run`.
+    """
+    rows = []
+    for run in runs.itertuples():
+        s = events.summarize_run(store.read_metrics(run.path), chance=run_chance(run._asdict()), **kwargs)
+        base = {**{k: getattr(run, k) for k in RUN_KEYS}, "run": run.run}
+        rows.append({**base, "event": "acquisition", "measure": "accuracy", "step": s["acquisition_step"]})
+        c = s["collapse"]
+        if c is not None:
+            for event, key, certain in (("collapse_onset", "onset_step", "floor_certain_step"),
+                                        ("collapse_floor", "floor_step", "floor_certain_step"),
+                                        ("collapse_recovery", "recovery_step", "recovery_certain_step")):
+                rows.append({**base, "event": event, "measure": s["measure"], "step": c[key],
+                             "certain_step": c[certain]})
+        for name, p in s["precursors"].items():
+            rows.append({**base, "event": "transition", "measure": name.removesuffix("_after_floor"),
+                         "reading": p["reading"], "step": p["measure_step"], "gap_checkpoints": p["gap_checkpoints"],
+                         "gap_share": p["gap_share"], "is_precursor": p["is_precursor"],
+                         "leads_test_loss": p["leads_test_loss"]})
+    columns = [*RUN_KEYS, "run", "event", "measure", "reading", "step", "certain_step", "gap_checkpoints",
+               "gap_share", "is_precursor", "leads_test_loss"]
+    table = pd.DataFrame(rows, columns=columns)
+    for column in ("step", "certain_step", "gap_checkpoints"):
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype("Int64")
+    return table
 
 
 def _final_layer_series(metrics: pd.DataFrame, run: str, measure: str) -> pd.Series:
@@ -529,109 +757,231 @@ def timing_concordance(summary: pd.DataFrame, small: str, large: str,
 
 
 # ---------------------------------------------------------------------------------------------
-# Paper vs ours: one row per claim of DESIGN.md section 1, used by every notebook's closing table
-# and by the book's results page (the paper's figures are quoted, ours are computed).
+# Paper vs ours: one row per claim, used by every notebook's closing table and by the book's
+# results page. The paper's figures come from geomcap.paper; ours are computed; each row carries a
+# verdict chosen by a stated rule from the numbers.
 
-PAPER = {
-    "C1": ("RankMe collapses, recovers, then accuracy rises", "144/144 combinations"),
-    "C2": ("MOD's collapse floor is ~2.0 at every size", "~2.0"),
-    "C3": ("the collapse propagates top-down (task x size pairs)", "28/32 (v4), 32/32 (v1)"),
-    "C4": ("a linear probe decodes the answer while the model is < 50%", "yes"),
-    "C5": ("only RankMe precedes acquisition on hard tasks", "RankMe 100% (v4), 75-100% (v1); LLC 0/24"),
-    "C6": ("a precursor gap only when the task is hard for the model", "gap on hard, none on easy"),
-    "C7": ("Pythia-2.8B: RankMe precedes logical deduction", "~49K steps; none on easy benchmarks"),
-    "C8": ("a small proxy's RankMe trajectory predicts a larger model's", "rho > 0.92; timing concordance 52-69%"),
-}
+#: the four verdicts a claim can get
+VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not testable")
+#: a share at or above this "holds" (C1, C4), and the paper's C5 rate floor (v1: 75-100%)
+HOLDS = 0.9
+PARTLY = 0.5
+RATE_HIGH = 0.75
+RATE_LOW = 0.25
+#: C2: MOD's floor within this relative distance of the paper's ~2.0
+FLOOR_TOLERANCE = 0.25
+#: C5/C6: fewest acquired runs in a class for a rate to be read
+MIN_RUNS = 3
+#: C8: a median rho above 0.7 but below the paper's 0.92 is partial
+RHO_PARTLY = 0.7
 
-
-def claim_row(claim: str, ours: str, value=np.nan) -> dict:
-    """One line of a paper-vs-ours table: the claim, the paper's figure, ours (text) and our
-    headline number (``value``, for the book's glue)."""
-    statement, paper = PAPER[claim]
-    return {"claim": claim, "statement": statement, "paper": paper, "ours": ours, "value": value}
-
-
-def claim_c1(summary: pd.DataFrame) -> dict:
-    acquired = int(summary["acquisition_step"].notna().sum())
-    ordered = int(summary["ordered_collapse_recovery_acquisition"].fillna(False).astype(bool).sum())
-    return claim_row("C1", f"{ordered}/{acquired} acquired runs ordered ({len(summary)} runs)",
-                     ordered / acquired if acquired else np.nan)
+# kept for code that reads the paper's figure by claim: (statement, figure)
+PAPER = {claim: (entry["statement"], entry["figure"]) for claim, entry in paper.CLAIMS.items()}
 
 
-def claim_c2(summary: pd.DataFrame) -> dict:
-    floor = summary.loc[summary["task"] == "mod", "rankme_floor_value"].astype(float)
-    if floor.empty:
-        return claim_row("C2", "no MOD run selected")
-    return claim_row("C2", f"mean floor {floor.mean():.2f} (range {floor.min():.2f}-{floor.max():.2f}, "
-                           f"{len(floor)} runs)", float(floor.mean()))
+def claim_row(claim: str, ours: str, value=np.nan, verdict: str = "not testable", rule: str = "") -> dict:
+    """One line of a paper-vs-ours table: the claim, the paper's figure (:data:`geomcap.paper.CLAIMS`),
+    ours (text), our headline number (``value``, for the book's glue), the verdict and its rule."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
+    entry = paper.CLAIMS[claim]
+    return {"claim": claim, "statement": entry["statement"], "paper": entry["figure"], "ours": ours,
+            "value": value, "verdict": verdict, "rule": rule}
+
+
+def _bool_share(values) -> tuple[int, int]:
+    values = pd.Series(values).dropna().astype(bool)
+    return int(values.sum()), len(values)
+
+
+def claim_c1(summary: pd.DataFrame, centred: pd.DataFrame | None = None) -> dict:
+    """C1 (collapse -> recovery -> acquisition) for uncentred RankMe (``summary``) and, when given, centred
+    RankMe (``centred``: :func:`summary_table` with ``measure="rankme_centred"``); with the median share of
+    the mean direction in the final layer's energy at the floor (``mean_energy_share``), where recorded."""
+    rule = (f"reproduced: ordered in >= {HOLDS:.0%} of acquired runs for uncentred and centred RankMe; "
+            f"partly: >= {HOLDS:.0%} for one, or >= {PARTLY:.0%} for both; not reproduced: otherwise; "
+            "not testable: no acquired run (or no centred RankMe)")
+    acquired = summary["acquisition_step"].notna()
+    if not acquired.any():
+        return claim_row("C1", f"no acquired run ({len(summary)} runs)", rule=rule)
+    k, n = _bool_share(summary.loc[acquired, "ordered_collapse_recovery_acquisition"])
+    u = k / n
+    text = f"uncentred {k}/{n} acquired runs ordered"
+    energy = pd.to_numeric(summary.get("mean_energy_share_at_floor", pd.Series(dtype=float)), errors="coerce").dropna()
+    if len(energy):
+        text += f"; mean direction's share of the energy at the floor: median {energy.median():.2f} ({len(energy)} runs)"
+    if centred is None or not centred["acquisition_step"].notna().any():
+        return claim_row("C1", text + "; centred RankMe not computed", u, "not testable", rule)
+    kc, nc = _bool_share(centred.loc[centred["acquisition_step"].notna(), "ordered_collapse_recovery_acquisition"])
+    c = kc / nc
+    text = f"{text}; centred {kc}/{nc}"
+    verdict = ("reproduced" if min(u, c) >= HOLDS else
+               "partly reproduced" if max(u, c) >= HOLDS or min(u, c) >= PARTLY else "not reproduced")
+    return claim_row("C1", text, u, verdict, rule)
+
+
+def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None) -> dict:
+    """C2: MOD's collapse floor (final layer) per size, against the paper's ~2.0, uncentred (and centred)."""
+    target = paper.CLAIMS["C2"]["values"]["mod_floor"]
+    lo, hi = target * (1 - FLOOR_TOLERANCE), target * (1 + FLOOR_TOLERANCE)
+    rule = (f"reproduced: MOD's mean floor within [{lo:.2f}, {hi:.2f}] at every size, >= 2 sizes; partly: within "
+            "it at some sizes (or at the only size run: size-independence untested); not reproduced: at no size; "
+            "not testable: no MOD run")
+    mod = summary[summary["task"] == "mod"]
+    if mod.empty:
+        return claim_row("C2", "no MOD run selected", rule=rule)
+    floors = mod.groupby("size", sort=False)["rankme_floor_value"].apply(lambda v: pd.to_numeric(v).mean())
+    within = (floors >= lo) & (floors <= hi)
+    text = "MOD floor " + ", ".join(f"{size} {value:.2f}" for size, value in floors.items()) + f" ({len(mod)} runs)"
+    if centred is not None:
+        cm = pd.to_numeric(centred.loc[centred["task"] == "mod", "rankme_floor_value"], errors="coerce")
+        if len(cm.dropna()):
+            text += f"; centred {cm.mean():.2f}"
+    verdict = ("reproduced" if within.all() and len(floors) >= 2 else
+               "partly reproduced" if within.any() else "not reproduced")
+    return claim_row("C2", text, float(floors.mean()), verdict, rule)
 
 
 def claim_c3(summary: pd.DataFrame) -> dict:
+    """C3: task x size pairs whose median top-down statistic (defined runs only) is negative."""
+    share = paper.CLAIMS["C3"]["values"]["top_down"] / paper.CLAIMS["C3"]["values"]["pairs"]
+    rule = (f"reproduced: >= {share:.1%} of the task x size pairs with a defined statistic are top-down "
+            f"(the paper's 28/32); partly: > {PARTLY:.0%}; not reproduced: <= {PARTLY:.0%}; not testable: no "
+            f"pair with a run of >= {events.MIN_TOP_DOWN_LAYERS} informative layers")
     pairs = top_down_table(summary)
     decided = pairs["top_down"].dropna() if len(pairs) else pd.Series(dtype=bool)
     if decided.empty:
-        return claim_row("C3", f"undefined: no run with two informative layers ({len(summary)} runs)")
-    return claim_row("C3", f"{int(decided.sum())}/{len(decided)} task x size pairs with a defined statistic "
-                           f"({len(pairs)} pairs)", float(decided.mean()))
+        return claim_row("C3", f"undefined: no run with {events.MIN_TOP_DOWN_LAYERS} informative layers "
+                               f"({len(summary)} runs)", rule=rule)
+    s = float(decided.astype(bool).mean())
+    verdict = "reproduced" if s >= share else "partly reproduced" if s > PARTLY else "not reproduced"
+    return claim_row("C3", f"{int(decided.astype(bool).sum())}/{len(decided)} task x size pairs with a defined "
+                           f"statistic ({len(pairs)} pairs)", s, verdict, rule)
 
 
 def claim_c4(probes: pd.DataFrame) -> dict:
-    exact = probes["probe_above_model_share"].dropna()
-    first = probes["probe_above_first_token_share"].dropna()
-    if exact.empty:
-        return claim_row("C4", "no run with a checkpoint below 50%")
-    return claim_row("C4", f"probe above the model at {exact.mean():.0%} of sub-50% checkpoints "
-                           f"({first.mean():.0%} against first-token accuracy; {len(exact)} runs)",
-                     float(exact.mean()))
+    """C4 from :func:`probe_table`: runs where the probe beats the model's first-token accuracy and the
+    majority rate (plus :data:`PROBE_MARGIN`) at most checkpoints with exact match < 50%."""
+    rule = (f"reproduced: holds in >= {HOLDS:.0%} of runs with checkpoints below 50% (probe > max(first-token "
+            f"accuracy, majority rate) + {PROBE_MARGIN} at >= half of them); partly: >= {PARTLY:.0%}; not "
+            "reproduced: otherwise; not testable: no such run")
+    if probes.empty or probes["c4_holds"].dropna().empty:
+        return claim_row("C4", "no run with a checkpoint below 50%", rule=rule)
+    k, n = _bool_share(probes["c4_holds"])
+    per_task = probe_by_task(probes)
+    text = (f"{k}/{n} runs (probe above exact match at {probes['probe_above_model_share'].mean():.0%} of sub-50% "
+            f"checkpoints; per task: " + ", ".join(f"{r.task} {r.c4_holds}/{r.runs}" for r in per_task.itertuples())
+            + ")")
+    verdict = "reproduced" if k / n >= HOLDS else "partly reproduced" if k / n >= PARTLY else "not reproduced"
+    return claim_row("C4", text, k / n, verdict, rule)
+
+
+def _readings(table: pd.DataFrame, measure: str, group: str, by: str) -> dict | None:
+    rows = table[(table["measure"] == measure) & (table[by] == group)]
+    return None if rows.empty or not rows["runs"].iloc[0] else rows.iloc[0].to_dict()
+
+
+def _reading_text(r: dict) -> str:
+    return (f"{r['precursor']}/{r['runs']} lead acquisition (CI {r['rate_low']:.2f}-{r['rate_high']:.2f}; median "
+            f"{r['median_gap_checkpoints']:.0f} checkpoints, {r['median_gap_share']:.2f} of acquisition), "
+            f"{r['leads_test_loss']}/{r['leads_defined']} lead the test loss")
 
 
 def claim_c5(summary: pd.DataFrame) -> dict:
-    table = precursor_table(summary, by="difficulty", measures=[*PRECURSOR_MEASURES, RANKME_AFTER_FLOOR])
-    hard = table[table["difficulty"] == "hard"].set_index("measure") if len(table) else table
-    if hard.empty or "rankme" not in hard.index:
-        return claim_row("C5", "no acquired hard run")
-    parts = [f"{m} {int(hard.loc[m, 'precursor'])}/{int(hard.loc[m, 'runs'])}"
-             for m in PRECURSOR_MEASURES if m in hard.index and hard.loc[m, "runs"]]
-    text = "precursors among runs the data classes hard: " + ", ".join(parts)
-    if RANKME_AFTER_FLOOR in hard.index and hard.loc[RANKME_AFTER_FLOOR, "runs"]:
-        row = hard.loc[RANKME_AFTER_FLOOR]
-        text += (f"; rankme from its floor onward {int(row['precursor'])}/{int(row['runs'])} "
-                 f"(median gap {row['median_gap_steps']:.0f} steps)")
-    return claim_row("C5", text, float(hard.loc["rankme", "rate"]))
+    """C5 on the runs classed hard from behaviour (:func:`difficulty_class`): RankMe's two readings, the
+    timing prediction across runs (:func:`timing_prediction`), and the other measures' rates."""
+    rule = (f"reproduced: on >= {MIN_RUNS} hard runs RankMe leads acquisition and the test loss in >= "
+            f"{RATE_HIGH:.0%} and its timing predicts acquisition (bootstrap CI of rho above 0), LLC (if recorded) "
+            f"leads in <= {RATE_LOW:.0%}; partly: RankMe leads acquisition in >= {RATE_HIGH:.0%} only; not "
+            f"reproduced: otherwise; not testable: fewer than {MIN_RUNS} hard runs")
+    table = precursor_table(summary, by="difficulty", measures=[*PRECURSOR_MEASURES, RANKME_AFTER_FLOOR, *BASELINES])
+    r = _readings(table, "rankme", "hard", "difficulty") if len(table) else None
+    if r is None or r["runs"] < MIN_RUNS:
+        n = 0 if r is None else r["runs"]
+        return claim_row("C5", f"{n} acquired hard run(s) (behaviour: acquired after step {HARD_MIN_STEP} after a "
+                               "plateau)", rule=rule)
+    hard = summary[difficulty_class(summary) == "hard"]
+    timing = timing_prediction(hard, "rankme")
+    text = (f"rankme: {_reading_text(r)}; timing rho {timing['rho']:.2f} (CI {timing['ci_low']:.2f}-"
+            f"{timing['ci_high']:.2f}, {timing['runs']} runs)")
+    after = _readings(table, RANKME_AFTER_FLOOR, "hard", "difficulty")
+    if after:
+        text += f"; from its floor onward {after['precursor']}/{after['runs']}"
+    others = [m for m in (*PRECURSOR_MEASURES[1:], *BASELINES) if _readings(table, m, "hard", "difficulty")]
+    text += "".join(f"; {m} {_readings(table, m, 'hard', 'difficulty')['precursor']}/"
+                    f"{_readings(table, m, 'hard', 'difficulty')['runs']}" for m in others)
+    llc = _readings(table, "llc", "hard", "difficulty")
+    llc_ok = llc is None or llc["rate"] <= RATE_LOW
+    informative = (r["leads_rate"] >= RATE_HIGH if r["leads_defined"] else False) and timing["ci_low"] > 0
+    verdict = ("reproduced" if r["rate"] >= RATE_HIGH and informative and llc_ok else
+               "partly reproduced" if r["rate"] >= RATE_HIGH else "not reproduced")
+    return claim_row("C5", text, float(r["rate"]), verdict, rule)
 
 
 def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
-    table = precursor_table(summary, by="level", measures=[measure])
-    if table.empty:
-        return claim_row("C6", "no acquired run")
-    parts = [f"{row.level} {row.precursor}/{row.runs}" for row in table.itertuples() if row.runs]
-    rates = table.set_index("level")["rate"]
-    gap = rates.get("hard", np.nan) - rates.get("easy", np.nan)
-    text = f"{measure} precursor rate by level: " + ", ".join(parts)
-    after = precursor_table(summary, by="level", measures=[f"{measure}_after_floor"])
-    if len(after) and after["runs"].sum():
-        text += "; from its floor onward: " + ", ".join(
-            f"{row.level} {row.precursor}/{row.runs} (median gap {row.median_gap_steps:.0f} steps)"
-            for row in after.itertuples() if row.runs)
-    return claim_row("C6", text, float(gap))
+    """C6: the precursor rate of ``measure`` on runs classed easy vs hard from behaviour, both readings."""
+    rule = (f"reproduced: on >= {MIN_RUNS} easy and >= {MIN_RUNS} hard runs, the measure leads acquisition in "
+            f"<= {RATE_LOW:.0%} of easy and >= {RATE_HIGH:.0%} of hard runs; partly: the hard rate exceeds the "
+            f"easy rate by >= {PARTLY:.0%}; not reproduced: otherwise; not testable: too few easy or hard runs")
+    table = precursor_table(summary, by="difficulty", measures=[measure, f"{measure}_after_floor"])
+    easy = _readings(table, measure, "easy", "difficulty") if len(table) else None
+    hard = _readings(table, measure, "hard", "difficulty") if len(table) else None
+    counts = difficulty_class(summary).value_counts().to_dict()
+    head = "classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES)
+    parts = [f"{name}: {_reading_text(r)}" for name, r in (("easy", easy), ("hard", hard)) if r]
+    text = "; ".join([head, *parts])
+    if not easy or not hard or easy["runs"] < MIN_RUNS or hard["runs"] < MIN_RUNS:
+        return claim_row("C6", text, rule=rule)
+    gap = hard["rate"] - easy["rate"]
+    verdict = ("reproduced" if easy["rate"] <= RATE_LOW and hard["rate"] >= RATE_HIGH else
+               "partly reproduced" if gap >= PARTLY else "not reproduced")
+    return claim_row("C6", text, float(gap), verdict, rule)
+
+
+def claim_c7(pythia_summary: pd.DataFrame | None = None) -> dict:
+    """C7 from a Pythia summary table (:func:`geomcap.pythia.summary_table`: one row per benchmark and
+    layer, with ``level``, ``final_layer``, ``acquisition_step``, ``is_precursor``, ``gap_checkpoints``)."""
+    rule = ("reproduced: the hard benchmark is acquired with a precursor (final layer) and no easy benchmark "
+            "has one; partly: the hard one has a precursor but some easy ones do too; not reproduced: the hard "
+            "one is acquired without a precursor; not testable: no Pythia run, or the hard benchmark is never "
+            "acquired")
+    if pythia_summary is None or pythia_summary.empty:
+        return claim_row("C7", "no Pythia run", rule=rule)
+    final = pythia_summary[pythia_summary["final_layer"].astype(bool)]
+    hard, easy = final[final["level"] == "hard"], final[final["level"] != "hard"]
+    acquired = hard[hard["acquisition_step"].notna()]
+    easy_k, easy_n = _bool_share(easy.loc[easy["acquisition_step"].notna(), "is_precursor"])
+    if acquired.empty:
+        return claim_row("C7", f"hard benchmark never acquired; easy precursors {easy_k}/{easy_n}", rule=rule)
+    k, n = _bool_share(acquired["is_precursor"])
+    gap = pd.to_numeric(acquired["gap_checkpoints"], errors="coerce").median()
+    text = f"hard: precursor {k}/{n} (median gap {gap:.0f} checkpoints); easy precursors {easy_k}/{easy_n}"
+    verdict = ("reproduced" if k == n and easy_k == 0 else "partly reproduced" if k > 0 else "not reproduced")
+    return claim_row("C7", text, float(k / n), verdict, rule)
 
 
 def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None) -> dict:
+    rho_paper = paper.CLAIMS["C8"]["values"]["rho"]
+    rule = (f"reproduced: median Spearman rho over task pairs > {rho_paper}; partly: > {RHO_PARTLY}; not "
+            "reproduced: otherwise; not testable: no task trained at both presets (concordance reported beside)")
     rho = correlations["spearman"].dropna() if len(correlations) else pd.Series(dtype=float)
     if rho.empty:
-        return claim_row("C8", "no task trained at both presets yet")
-    text = f"median Spearman rho {rho.median():.2f} over {len(rho)} pairs ({(rho > 0.92).sum()} above 0.92)"
+        return claim_row("C8", "no task trained at both presets yet", rule=rule)
+    text = f"median Spearman rho {rho.median():.2f} over {len(rho)} pairs ({(rho > rho_paper).sum()} above {rho_paper})"
     if concordance is not None and len(concordance):
         for row in concordance.dropna(subset=["rate"]).itertuples():
             text += f"; timing concordance ({row.level}) {row.rate:.0%} of {row.concordant + row.discordant} pairs"
-    return claim_row("C8", text, float(rho.median()))
+    m = float(rho.median())
+    verdict = "reproduced" if m > rho_paper else "partly reproduced" if m > RHO_PARTLY else "not reproduced"
+    return claim_row("C8", text, m, verdict, rule)
 
 
 def paper_vs_ours(rows, glue: bool = True) -> pd.DataFrame:
-    """The rows of the ``claim_*`` functions as a table indexed by claim (statement, paper, ours).
+    """The rows of the ``claim_*`` functions as a table indexed by claim (statement, paper, ours, verdict,
+    rule).
 
-    With ``glue`` each row's text and headline number are also stored with myst-nb's
-    ``glue`` under ``<claim>_ours`` and ``<claim>_value`` (e.g. ``C1_value``), so that the
+    With ``glue`` each row's text, headline number and verdict are also stored with myst-nb's ``glue``
+    under ``<claim>_ours``, ``<claim>_value`` and ``<claim>_verdict`` (e.g. ``C1_value``), so that the
     book's prose quotes computed numbers; outside a notebook kernel that is a no-op.
     """
     rows = list(rows)
@@ -644,18 +994,31 @@ def paper_vs_ours(rows, glue: bool = True) -> pd.DataFrame:
             for row in rows:
                 myst_glue(f"{row['claim']}_ours", row["ours"], display=False)
                 myst_glue(f"{row['claim']}_value", row["value"], display=False)
-    table = pd.DataFrame(rows, columns=["claim", "statement", "paper", "ours", "value"])
+                myst_glue(f"{row['claim']}_verdict", row["verdict"], display=False)
+    table = pd.DataFrame(rows, columns=["claim", "statement", "paper", "ours", "value", "verdict", "rule"])
     return table.drop(columns="value").set_index("claim")
 
 
-def claims_from_store(root="", small: str = "405k", large: str = "1.3m") -> list[dict]:
+def verdict_table(rows) -> pd.DataFrame:
+    """The verdict table the results page leads with: claim | paper | ours | verdict | rule."""
+    return paper_vs_ours(rows, glue=False)[["paper", "ours", "verdict", "rule"]]
+
+
+def claims_from_store(root="", small: str = "405k", large: str = "1.3m",
+                      pythia_summary: pd.DataFrame | None = None) -> list[dict]:
     """Every algorithmic claim (C1-C6, C8) over all complete runs of a store ("" = the committed
-    data/runs), each as a :func:`claim_row`: the book's results page."""
+    data/runs), each as a :func:`claim_row` with its verdict: the book's results page. With
+    ``pythia_summary`` (:func:`geomcap.pythia.summary_table`) C7 is included between C6 and C8;
+    without it the caller adds C7 (:func:`geomcap.pythia.claim_from_store`)."""
     runs = load_runs(Path(root) if root else data_root())
     summary = summary_table(runs)
+    centred = summary_table(runs, measure="rankme_centred")
     metrics = load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy", "rankme"])
     probes = probe_table(metrics, runs)
     correlations = trajectory_correlation(metrics, runs, small, large)
     concordance = timing_concordance(summary, small, large)
-    return [claim_c1(summary), claim_c2(summary), claim_c3(summary), claim_c4(probes), claim_c5(summary),
-            claim_c6(summary), claim_c8(correlations, concordance)]
+    rows = [claim_c1(summary, centred), claim_c2(summary, centred), claim_c3(summary), claim_c4(probes),
+            claim_c5(summary), claim_c6(summary), claim_c8(correlations, concordance)]
+    if pythia_summary is not None:
+        rows.insert(6, claim_c7(pythia_summary))
+    return rows

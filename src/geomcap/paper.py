@@ -1,0 +1,41 @@
+"""The paper's numbers, in one place: what each claim states and the figures it reports.
+
+Billa, "The Geometric Anatomy of Capability Acquisition in Transformers"
+(arXiv:2602.15997). Every table, verdict and notebook that quotes the paper
+reads it from :data:`CLAIMS`; nothing else in geomcap restates a figure of the
+paper.
+
+Each entry: ``statement`` (the claim, in one line), ``figure`` (the paper's
+figure as the paper states it, for tables) and ``values`` (the same figures
+as numbers, for the verdict rules of :mod:`geomcap.results`).
+"""
+
+from __future__ import annotations
+
+#: claim -> {statement, figure, values}: the paper's claims C1-C8 and their figures
+CLAIMS = {
+    "C1": {"statement": "RankMe collapses, recovers, then accuracy rises",
+           "figure": "144/144 combinations ordered",
+           "values": {"ordered": 144, "combinations": 144}},
+    "C2": {"statement": "the collapse floor is task-specific, not size-specific: MOD floors at ~2.0 for every size",
+           "figure": "MOD floor ~2.0",
+           "values": {"mod_floor": 2.0}},
+    "C3": {"statement": "the collapse propagates top-down (task x size pairs)",
+           "figure": "28/32 top-down (v4; 32/32 in v1)",
+           "values": {"top_down": 28, "pairs": 32}},
+    "C4": {"statement": "a linear probe decodes the answer while the model is below 50%",
+           "figure": "probe > model while model < 50%",
+           "values": {"model_below": 0.5}},
+    "C5": {"statement": "only RankMe precedes acquisition on hard tasks",
+           "figure": "RankMe 100% precursor on hard tasks (75-100% in v1); LLC 0/24",
+           "values": {"rankme_rate": 1.0, "rankme_rate_v1_low": 0.75, "llc_precursors": 0, "llc_runs": 24}},
+    "C6": {"statement": "a precursor gap only when the task is hard for the model",
+           "figure": "easy tasks show no precursor",
+           "values": {"easy_rate": 0.0}},
+    "C7": {"statement": "Pythia-2.8B: RankMe precedes logical deduction; no gap on easy diagnostics",
+           "figure": "~49K steps gap on deduction; none on the 7 easy diagnostics",
+           "values": {"gap_steps": 49_000, "easy_precursors": 0}},
+    "C8": {"statement": "a small proxy's RankMe trajectory predicts a larger model's",
+           "figure": "rho > 0.92; timing concordance 52-69%",
+           "values": {"rho": 0.92, "concordance_low": 0.52, "concordance_high": 0.69}},
+}
