@@ -203,7 +203,7 @@ class Spectrum(torch.nn.Module):
 
 def synthetic_rankme_curve():
     """Spectra giving a clean collapse (steps 0-6), a floor (6), a recovery (7-12) and a plateau."""
-    steps = list(range(0, 21))
+    steps = list(range(0, 21 * 25, 25))  # the floor is sought in the protocol's first 300 steps
     k = [1.0, 0.8, 0.6, 0.4, 0.25, 0.12, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.8] + [0.8] * 8  # spread of the tail
     return steps, k
 
@@ -223,22 +223,27 @@ def test_streamed_collapse_is_reported_once_certain_and_never_revised(caplog):
                 logged_at.append(step)
             reports.append(mon.events)
     s, v = mon.final_rankme
-    whole = events.collapse(s, v)
-    assert whole.collapsed and whole.floor_step == 6 and whole.recovery_step is not None
-    first = next(i for i, r in enumerate(reports) if r["floor_step"] is not None)
-    assert reports[first]["reported_at_step"] == whole.recovery_step == 8  # as soon as it is certain ...
-    assert logged_at == [8]
-    for r in reports[first:]:  # ... and the same for every longer prefix and for the whole series
-        assert r == reports[first]
-    assert (reports[first]["floor_step"], reports[first]["recovery_step"]) == (whole.floor_step, whole.recovery_step)
-    assert reports[first]["floor_value"] == pytest.approx(whole.floor_value)
-    for i in range(first):  # nothing before
+    whole = events.collapse(s, v, window=events.COLLAPSE_WINDOW, smooth=events.SMOOTH)
+    assert whole.collapsed and whole.floor_step == 150 and whole.recovery_step is not None
+    floor_at = next(i for i, r in enumerate(reports) if r["floor_step"] is not None)
+    recovery_at = next(i for i, r in enumerate(reports) if r["recovery_step"] is not None)
+    # each event is reported at the step it becomes certain ...
+    assert steps[floor_at] == whole.floor_certain_step and steps[recovery_at] == whole.recovery_certain_step
+    assert floor_at <= recovery_at and logged_at == [steps[floor_at]]
+    # ... equals the whole series' event, and is never revised
+    for r in reports[recovery_at:]:
+        assert r == reports[recovery_at]
+    for r in reports[floor_at:]:
+        assert (r["floor_step"], r["onset_step"]) == (whole.floor_step, whole.onset_step)
+        assert r["floor_value"] == pytest.approx(whole.floor_value)
+    assert reports[recovery_at]["recovery_step"] == whole.recovery_step
+    for i in range(floor_at):  # nothing before
         assert reports[i]["floor_step"] is None
-    assert sum("collapse" in rec.getMessage() for rec in caplog.records) == 1
-    # the prefix rule itself: at every prefix long enough to contain the recovery it gives the same floor
-    for end in range(first + 1, len(s) + 1):
+    assert sum("floor step" in rec.getMessage() for rec in caplog.records) == 1 + (recovery_at > floor_at)
+    # the prefix rule itself: every prefix past the certain step gives the whole series' floor
+    for end in range(floor_at + 1, len(s) + 1):
         assert monitor._confirmed_collapse(s[:end], v[:end])["floor_step"] == whole.floor_step
-    assert monitor._confirmed_collapse(s[:first], v[:first]) is None
+    assert monitor._confirmed_collapse(s[:floor_at], v[:floor_at])["floor_step"] is None
 
 
 # --------------------------------------------------------------------- Hugging Face Trainer

@@ -43,14 +43,15 @@ Every measurement runs under ``torch.no_grad`` in eval mode, and the model's
 mode is restored afterwards. ``monitor.seconds`` is the wall time spent in it.
 
 Events (no look-ahead). After each recorded step the final layer's RankMe
-series so far is passed to :func:`geomcap.events.collapse`; a collapse is
-reported -- onset, floor and recovery together -- at the first step where the
-series so far has collapsed (relative drop >= 10%) and recovered (regained
-half of its drop). The report is final: later steps never revise it, so what
-was reported at step k is what the series up to step k says, and a reader of
-a live run sees only what is certain. ``monitor.events`` holds it; the
-``geomcap.monitor`` logger logs one line; a ``writer`` and the Trainer's log
-get ``geometry/events/...`` scalars.
+series so far is passed to :func:`geomcap.events.confirmed_events`, the
+analysis protocol's own rule: the floor (with its peak and onset) is reported
+once it is certain (``floor_certain_step``: no later checkpoint can move it),
+and the recovery once it is certain (``recovery_certain_step``: regained half
+of the drop and held it). A report is final: later steps never revise it, and
+it equals what :func:`geomcap.events.collapse` finds on the whole series, so a
+reader of a live run sees only what is certain. ``monitor.events`` holds it;
+the ``geomcap.monitor`` logger logs one line per event; a ``writer`` and the
+Trainer's log get ``geometry/events/...`` scalars.
 """
 
 from __future__ import annotations
@@ -78,9 +79,11 @@ __all__ = ["GeometryMonitor", "GeometryCallback", "measure_checkpoints", "checkp
 
 logger = logging.getLogger(__name__)
 
-#: the fields of ``monitor.events`` (``layer`` = the final layer; the others None until a collapse is reported)
-EVENT_FIELDS = ("layer", "peak_value", "onset_step", "floor_step", "floor_value", "recovery_step",
-                "reported_at_step")
+#: the fields of ``monitor.events`` (``layer`` = the final layer; the others None until that event is certain)
+FLOOR_FIELDS = ("peak_step", "peak_value", "onset_step", "floor_step", "floor_value", "collapsed",
+                "floor_certain_step")
+RECOVERY_FIELDS = ("recovery_step", "recovery_certain_step")
+EVENT_FIELDS = ("layer", *FLOOR_FIELDS, *RECOVERY_FIELDS)
 
 
 # ---------------------------------------------------------------------------
@@ -208,29 +211,31 @@ def select_positions(h: torch.Tensor, position, attention_mask=None) -> torch.Te
 # ---------------------------------------------------------------------------
 
 
-def _confirmed_collapse(steps, values) -> dict | None:
-    """The collapse of a RankMe series so far, when it is certain, else None.
+def _confirmed_collapse(steps, values, window: int = events.COLLAPSE_WINDOW) -> dict:
+    """The events of a RankMe series so far that are certain ({field: value}, fields of
+    :data:`FLOOR_FIELDS` and :data:`RECOVERY_FIELDS`; None where not yet certain).
 
-    The single place where streamed events are decided: ``events.collapse`` on
-    the prefix; a collapse counts once it has also recovered.
+    The single place where streamed events are decided: the protocol's
+    :func:`geomcap.events.confirmed_events` on the prefix.
     """
     steps, values = np.asarray(steps), np.asarray(values, dtype=float)
-    if np.isfinite(values).sum() < 3:
-        return None
-    c = events.collapse(steps, values)
-    if not (c.collapsed and c.recovery_step is not None):
-        return None
-    return {"peak_value": c.peak_value, "onset_step": c.onset_step, "floor_step": c.floor_step,
-            "floor_value": c.floor_value, "recovery_step": c.recovery_step}
+    if np.isfinite(values).sum() < 2:
+        return dict.fromkeys(FLOOR_FIELDS + RECOVERY_FIELDS)
+    known = events.confirmed_events(steps, values, window=window)
+    return {k: known[k] for k in FLOOR_FIELDS + RECOVERY_FIELDS}
 
 
 def format_events(ev: dict) -> str:
     """One line for ``monitor.events``."""
+    head = f"rankme layer {ev.get('layer')} (final): "
     if ev.get("floor_step") is None:
-        return f"rankme layer {ev.get('layer')} (final): no collapse and recovery yet"
-    return (f"rankme layer {ev['layer']} (final): collapse {ev['peak_value']:.2f} -> {ev['floor_value']:.2f} "
-            f"(onset step {ev['onset_step']}, floor step {ev['floor_step']}), recovery at step "
-            f"{ev['recovery_step']}; certain at step {ev['reported_at_step']}")
+        return head + "no certain floor yet"
+    line = (head + f"{'collapse' if ev['collapsed'] else 'no collapse'} {ev['peak_value']:.2f} -> "
+            f"{ev['floor_value']:.2f} (onset step {ev['onset_step']}, floor step {ev['floor_step']}, "
+            f"certain at step {ev['floor_certain_step']})")
+    if ev.get("recovery_step") is None:
+        return line + "; no certain recovery yet"
+    return line + f"; recovery at step {ev['recovery_step']} (certain at step {ev['recovery_certain_step']})"
 
 
 # ---------------------------------------------------------------------------
@@ -289,12 +294,17 @@ class GeometryMonitor:
         One label per RankMe row (e.g. the token that follows the position):
         adds ``probe_accuracy`` per layer and the model's ``accuracy`` and
         ``test_loss``. ``chance`` is then the best constant answer's accuracy.
+    collapse_window : int
+        Steps after the first record within which the collapse floor is sought
+        (``geomcap.events.COLLAPSE_WINDOW`` by default, the protocol's); the
+        floor is certain only once the window has closed. Scale it to your run.
     probe_seed : int
         Seed of the probes' fit/score split.
     """
 
     def __init__(self, model, probe_inputs, *, every=None, schedule=None, steps=None, position=-1,
-                 layers=None, writer=None, labels=None, probe_seed: int = 0):
+                 layers=None, writer=None, labels=None, probe_seed: int = 0,
+                 collapse_window: int = events.COLLAPSE_WINDOW):
         if not isinstance(model, torch.nn.Module):
             raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(probe_inputs, (torch.Tensor, Mapping)):
@@ -319,6 +329,9 @@ class GeometryMonitor:
         if self.labels is not None and (self.labels.dtype.kind not in "iu" or self.labels.size < 4):
             raise ValueError("labels must be at least 4 integers, one per RankMe row")
         self.probe_seed = int(probe_seed)
+        if not isinstance(collapse_window, (int, np.integer)) or isinstance(collapse_window, bool) or collapse_window < 1:
+            raise ValueError(f"collapse_window must be a positive number of steps, got {collapse_window!r}")
+        self.collapse_window = int(collapse_window)
         self._schedule = _check_schedule(every, schedule, steps)
         self._every = None if every is None else int(every)
         self._rows: list[tuple[int, int, str, float]] = []
@@ -411,14 +424,18 @@ class GeometryMonitor:
         return logs
 
     def _update_events(self, step: int) -> dict:
-        if self._events["floor_step"] is not None:
+        if self._events["recovery_step"] is not None:
             return {}
-        found = _confirmed_collapse(*self.final_rankme)
-        if found is None:
+        found = _confirmed_collapse(*self.final_rankme, window=self.collapse_window)
+        new = {}
+        for fields in (FLOOR_FIELDS, RECOVERY_FIELDS):  # once set, an event is never revised
+            if self._events[fields[-1]] is None and found[fields[-1]] is not None:
+                new.update({k: found[k] for k in fields})
+        if not new:
             return {}
-        self._events.update(found, reported_at_step=step)
+        self._events.update(new)
         logger.info("step %d: %s", step, format_events(self._events))
-        return {f"geometry/events/{k}": float(v) for k, v in found.items() if v is not None}
+        return {f"geometry/events/{k}": float(v) for k, v in new.items() if v is not None}
 
     # -- results ------------------------------------------------------------
 
@@ -486,7 +503,7 @@ class GeometryCallback(TrainerCallback):
         if TrainerCallback is object:
             raise ImportError("GeometryCallback needs transformers: pip install 'geomcap[monitor]'")
         unknown = set(options) - {"every", "schedule", "steps", "position", "layers", "writer", "labels",
-                                  "probe_seed"}
+                                  "probe_seed", "collapse_window"}
         if unknown:
             raise ValueError(f"unknown option {sorted(unknown)[0]!r}; GeometryCallback takes GeometryMonitor's options")
         self.probe_inputs = probe_inputs
