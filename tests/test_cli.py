@@ -11,11 +11,12 @@ def run(*args):
     return subprocess.run(GEOMCAP + list(args), capture_output=True, text=True)
 
 
-def test_presets_lists_six_sizes():
+def test_presets_lists_six_sizes_and_the_depth_variants():
     out = run("presets")
     assert out.returncode == 0
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 7 and lines[1].startswith("405k") and lines[-1].startswith("151m")
+    assert len(lines) == 9 and lines[1].startswith("405k") and lines[6].startswith("151m")
+    assert lines[7].startswith("405k-deep") and lines[8].startswith("1.3m-deep")
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -247,8 +247,12 @@ def test_claim_c7_from_a_pythia_table():
 def test_run_chance_from_a_minimal_config():
     minimal = {"task": "parity", "level": "easy", "size": "405k", "seed": 0, "steps": 100}
     full = {**minimal, "n_train": 100_000, "n_test": 512}
+    # without task_params a config is a first-grid run: parity easy had one answer bit (chance ~0.5)
     assert results.run_chance(minimal) == results.run_chance(full) > 0.3
     assert 0 < results.run_majority_rate(minimal) <= 1
+    # with the current levels' task_params: running parity, 18 answer tokens (chance ~0)
+    current = {**minimal, "task_params": {"n_bits": 18, "answer": "running"}}
+    assert results.run_chance(current) < 0.01
 
 
 def test_not_acquired_table_diagnoses_memorised_and_underfit():

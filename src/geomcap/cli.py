@@ -198,9 +198,9 @@ def cmd_presets(args) -> int:
     from geomcap.models import preset_table
     from geomcap.tasks import VOCAB_SIZE
 
-    print(f"{'preset':<8}{'layers':>8}{'width':>8}{'heads':>8}{'parameters':>14}")
+    print(f"{'preset':<10}{'layers':>8}{'width':>8}{'heads':>8}{'parameters':>14}")
     for row in preset_table(VOCAB_SIZE):
-        print(f"{row['preset']:<8}{row['layers']:>8}{row['width']:>8}{row['heads']:>8}{row['parameters']:>14,}")
+        print(f"{row['preset']:<10}{row['layers']:>8}{row['width']:>8}{row['heads']:>8}{row['parameters']:>14,}")
     return 0
 
 

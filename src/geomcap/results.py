@@ -116,18 +116,39 @@ def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
 
 
 @lru_cache(maxsize=None)
-def chance_for(task: str, level: str, seed: int, n_train: int, n_test: int) -> float:
-    """Accuracy of the best constant answer on a run's test set (:func:`geomcap.tasks.chance_accuracy`)."""
-    data = make_task(task, level, seed=seed, n_train=n_train, n_test=n_test)
+def chance_for(task: str, level: str, seed: int, n_train: int, n_test: int, params: tuple | None = None) -> float:
+    """Accuracy of the best constant answer on a run's test set (:func:`geomcap.tasks.chance_accuracy`).
+
+    ``params``: the run's level parameters as sorted (key, value) pairs (None: ``LEVEL_TABLE``'s row).
+    """
+    data = make_task(task, level, seed=seed, n_train=n_train, n_test=n_test, params=_params(params))
     return chance_accuracy(data.test_answers)
 
 
 @lru_cache(maxsize=None)
-def majority_first_token_for(task: str, level: str, seed: int, n_train: int, n_test: int) -> float:
+def majority_first_token_for(task: str, level: str, seed: int, n_train: int, n_test: int,
+                             params: tuple | None = None) -> float:
     """Share of the test answers whose first token is the most common first token (the majority-class
-    rate a probe of the first answer token must beat)."""
-    first = make_task(task, level, seed=seed, n_train=n_train, n_test=n_test).test_answers[:, 0]
+    rate a probe of the first answer token must beat); ``params`` as in :func:`chance_for`."""
+    first = make_task(task, level, seed=seed, n_train=n_train, n_test=n_test, params=_params(params)).test_answers[:, 0]
     return float(np.bincount(np.asarray(first)).max() / len(first))
+
+
+def _params(items: tuple | None) -> dict | None:
+    return None if items is None else dict(items)
+
+
+def _task_args(config: dict) -> tuple:
+    """(task, level, seed, n_train, n_test, level parameters as sorted pairs) of a run's config. A
+    config without ``task_params`` (or NaN there, in a table of runs) is a first-grid run: its levels
+    are ``LEGACY_LEVEL_TABLE``'s, as :meth:`geomcap.train.TrainConfig.from_dict` reads it."""
+    from geomcap.tasks import level_params
+
+    params = config.get("task_params")
+    if not isinstance(params, dict):
+        params = level_params(config["task"], config["level"], legacy=True)
+    return (config["task"], config["level"], int(config["seed"]), *_task_sizes(config),
+            tuple(sorted(params.items())))
 
 
 def _task_sizes(config: dict) -> tuple[int, int]:
@@ -151,12 +172,12 @@ def run_chance(config: dict) -> float:
     n_train and n_test default to :class:`geomcap.train.TrainConfig`'s)."""
     # the answer order does not enter: reversing every answer's digits is a bijection on answers,
     # so the most common answer is as common either way
-    return chance_for(config["task"], config["level"], int(config["seed"]), *_task_sizes(config))
+    return chance_for(*_task_args(config))
 
 
 def run_majority_rate(config: dict) -> float:
     """The majority-class rate of the first answer token on a run's test set (C4's baseline)."""
-    return majority_first_token_for(config["task"], config["level"], int(config["seed"]), *_task_sizes(config))
+    return majority_first_token_for(*_task_args(config))
 
 
 def summary_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
