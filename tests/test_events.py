@@ -670,3 +670,22 @@ def test_analysis_complete_marks_a_safe_stop():
                 "order_collapse_recovery_acquisition"):
         assert stopped[key] == full[key], key
     assert not events.confirmed_events(steps, rank)["analysis_complete"]  # without accuracy: never
+
+
+@pytest.mark.parametrize("smooth, hold, floor_rule", [(1, 1, "min"), (3, 3, "min"), (5, 3, "drawdown")])
+def test_certain_events_never_change_on_random_walks(smooth, hold, floor_rule):
+    """No look-ahead on random walks with gaps: an event a prefix calls certain is the full series' event."""
+    rng = np.random.default_rng(smooth + hold)
+    steps = np.concatenate([np.arange(0, 128), np.arange(140, 1001, 20)])
+    for _ in range(8):
+        x = np.cumsum(rng.normal(0, 1, steps.size)) + 20 + rng.normal(0, 2, steps.size)
+        x[rng.integers(0, steps.size, 5)] = np.nan
+        kw = dict(smooth=smooth, hold=hold, floor=floor_rule)
+        full = collapse(steps, x, **kw)
+        for end in range(3, steps.size + 1, 3):
+            part = collapse(steps[:end], x[:end], **kw)
+            if part.floor_certain_step is not None:
+                assert (part.floor_step, part.peak_step, part.onset_step) == (
+                    full.floor_step, full.peak_step, full.onset_step)
+            if part.recovery_certain_step is not None:
+                assert part.recovery_step == full.recovery_step
