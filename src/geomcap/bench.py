@@ -282,25 +282,23 @@ def build_peer(preset: str, vocab_size: int, kind: str = "gpt2") -> nn.Module:
 
 def make_train_step(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor, batch_size: int,
                     device: torch.device, seed: int = 0, lr: float = 1e-3, weight_decay: float = 0.1):
-    """The training loop of ``geomcap.train.train`` for any model mapping token ids to logits.
+    """The training steps of ``geomcap.train.train`` for any model mapping token ids to logits.
 
     model: ``model(idx)`` -> logits (B, T, V); prompts (n, Tp), answers (n, Ta)
     int64 tensors already on ``device``. Returns ``run(n_steps)``, which does
-    n_steps optimizer steps: a batch of ``batch_size`` rows drawn with a
-    seeded CPU generator, cross-entropy over the answer tokens
-    (``geomcap.models.answer_loss``) under bf16 autocast on CUDA, AdamW
-    (betas 0.9, 0.98; weight decay on matrices only), gradient norm clipped at 1.
-    The learning rate is constant (the schedule costs nothing measurable).
+    n_steps of :func:`geomcap.train.train_step` (the training loop's own step:
+    answer cross-entropy under bf16 autocast on CUDA, AdamW from
+    :func:`geomcap.train.make_optimizer` with TrainConfig's betas, gradient norm
+    clipped at TrainConfig's ``grad_clip``) on batches of ``batch_size`` rows
+    drawn with a seeded CPU generator. The learning rate is held at ``lr`` (the
+    schedule costs nothing measurable).
     """
-    from geomcap.train import _autocast
+    from geomcap.train import TrainConfig, make_optimizer, train_step
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.98))
+    defaults = TrainConfig(task="copy", level="easy")
+    optimizer = make_optimizer(model, lr, weight_decay, (defaults.beta1, defaults.beta2))
     gen = torch.Generator().manual_seed(seed)
     n = prompts.shape[0]
 
@@ -309,12 +307,7 @@ def make_train_step(model: nn.Module, prompts: torch.Tensor, answers: torch.Tens
         loss = None
         for _ in range(n_steps):
             idx = torch.randint(n, (batch_size,), generator=gen).to(device)
-            with _autocast(device):
-                loss = answer_loss(model, prompts[idx], answers[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
+            loss = train_step(model, optimizer, prompts[idx], answers[idx], lr, defaults.grad_clip, device)
         return loss
 
     return run

@@ -230,10 +230,41 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def _autocast(device: torch.device):
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA (float32 master weights); nothing on the CPU."""
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
+                   betas: tuple[float, float]) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only (weights of linear layers and embeddings),
+    not on biases and LayerNorm gains; tied weights once."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
+                             lr=lr, betas=betas)
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, prompts: torch.Tensor,
+               answers: torch.Tensor, lr: float, grad_clip: float, device: torch.device,
+               step_model=None) -> torch.Tensor:
+    """One optimizer step on a batch: cross-entropy over the answer tokens
+    (:func:`geomcap.models.answer_loss`) under :func:`autocast`, gradient norm clipped at
+    ``grad_clip``, the learning rate set to ``lr``. prompts (B, Tp), answers (B, Ta) int64 on
+    ``device``; ``step_model`` (default ``model``) computes the loss, e.g. a torch.compile'd
+    ``model``. Returns the loss (before the step). The one training step of geomcap: the training
+    loop and the benchmarks both call it."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with autocast(device):
+        loss = answer_loss(model if step_model is None else step_model, prompts, answers)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss
 
 
 @torch.no_grad()
@@ -249,7 +280,7 @@ def _scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: in
     logits, hidden = [], []
     for i in range(0, prompts.shape[0], chunk):
         p, a = prompts[i:i + chunk].to(device), answers[i:i + chunk].to(device)
-        with _autocast(device):
+        with autocast(device):
             out, states, residual = answer_logits(model, p, a, return_hidden=True, return_residual=True)
         logits.append(out.float().cpu())
         if i < keep_hidden:
@@ -414,11 +445,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         raise ValueError(f"{cfg.task}/{cfg.level} needs {max_len} positions, more than block_size {model.cfg.block_size}")
     model.to(dev)
     step_model = torch.compile(model, backend="inductor" if compile is True else compile) if compile else model
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
     batch_gen = torch.Generator().manual_seed(cfg.seed)
     schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
     costly_at = thinned_steps(schedule, cfg.dense_steps, cfg.costly_every) if cfg.measures else set()
@@ -487,15 +514,9 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         model.train()
         t0 = time.perf_counter()
         while step < next_ckpt:
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, cfg)
-            idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen)
-            with _autocast(dev):
-                loss = answer_loss(step_model, train_p[idx.to(dev)], train_a[idx.to(dev)])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
+            idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen).to(dev)
+            train_step(model, optimizer, train_p[idx], train_a[idx], learning_rate(step, cfg), cfg.grad_clip,
+                       dev, step_model)
             step += 1
         if dev.type == "cuda":
             torch.cuda.synchronize()
