@@ -347,6 +347,14 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _one_line_errors() -> tuple:
+    """The exceptions main reports as one line with exit 2 (evaluated only once one is raised, so
+    that the light commands do not import torch)."""
+    from geomcap.store import RunLockedError
+
+    return (_UsageError, ValueError, FileNotFoundError, RunLockedError)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
@@ -354,7 +362,7 @@ def main(argv=None) -> int:
         handler = {"train": cmd_train, "sweep": cmd_sweep, "presets": cmd_presets, "runs": cmd_runs, "show": cmd_show,
                    "pythia": cmd_pythia, "bench": cmd_bench}[args.command]
         return handler(args)
-    except (_UsageError, ValueError, FileNotFoundError) as exc:
+    except _one_line_errors() as exc:
         print(f"geomcap: error: {exc}".replace("geomcap: error: geomcap", "geomcap"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -13,6 +13,9 @@ A run directory holds
   (weights, optimizer, data RNG, the metrics so far), so a run killed at any
   point resumes from its last checkpoint. Removed when the run completes:
   the store keeps metrics, not weights.
+* ``lock``          -- while a process writes the run only: its pid and host
+  (:func:`run_lock`). A run directory has one writer at a time; a lock left
+  by a killed process is recovered by the next writer.
 
 Every file is written atomically (a temporary file in the same directory,
 then ``os.replace``), so a kill -9 leaves either the old or the new file.
@@ -20,13 +23,16 @@ then ``os.replace``), so a kill -9 leaves either the old or the new file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import hashlib
 import io
 import json
 import math
 import os
 import platform
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -40,6 +46,7 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 STATUS_FILE = "status.json"
 STATE_FILE = "state.pt"
+LOCK_FILE = "lock"
 METRIC_COLUMNS = ("step", "layer", "measure", "value")
 
 
@@ -56,6 +63,47 @@ def config_hash(config: dict) -> str:
 
 def run_dir_for(config: dict, root: str | Path | None = None) -> Path:
     return Path(root if root is not None else default_root()) / config_hash(config)
+
+
+class RunLockedError(RuntimeError):
+    """The run directory is being written by another process."""
+
+
+@contextlib.contextmanager
+def run_lock(run_dir):
+    """Hold the run directory's lock file for the duration of the ``with`` block.
+
+    The lock is ``run_dir/lock``, holding the owner's pid and host, with an
+    exclusive ``flock`` on it: the kernel releases the flock when its process
+    dies however it dies, so a lock file left by a killed writer is stale and the
+    next writer takes it over. The directory must exist. Raises
+    :class:`RunLockedError` (naming the owner) if another live process holds it.
+    """
+    path = Path(run_dir) / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 200).decode(errors="replace").strip() or "a process starting up"
+            os.close(fd)
+            raise RunLockedError(f"{run_dir} is being written by another process ({owner}; lock file {path}): "
+                                 "wait for it to finish, or write to another directory") from None
+        try:  # the previous owner may have removed the file between our open and our flock
+            current = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        os.close(fd)
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:

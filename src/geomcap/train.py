@@ -311,6 +311,16 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     check_writable(run_dir)
     dev = resolve_device(device)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with store.run_lock(run_dir):  # one writer per run directory (raises store.RunLockedError)
+        _prepare_run_dir(cfg, run_dir)  # again, under the lock: another writer may have started it
+        if store.is_complete(run_dir):
+            return run_dir
+        return _train_locked(cfg, run_dir, dev, progress, keep_state, compile)
+
+
+def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: bool, keep_state: bool,
+                  compile: bool | str) -> Path:
+    """The body of :func:`train`, run while holding the run directory's lock."""
 
     data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
                            answer_order=cfg.answer_order)
