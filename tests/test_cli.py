@@ -28,6 +28,11 @@ def test_presets_lists_six_sizes():
     (["--task", "copy", "--level", "easy", "--measures", "vibes"], "unknown measure 'vibes'"),
     (["--task", "copy", "--level", "easy", "--device", "tpu"], "unknown device 'tpu'"),
     (["--level", "easy"], "required: --task"),
+    (["--task", "copy", "--level", "easy", "--weight-decay", "-1"], "weight_decay must be a number in [0, inf)"),
+    (["--task", "copy", "--level", "easy", "--lr", "inf"], "lr must be a number in (0, inf), got inf"),
+    (["--task", "copy", "--level", "easy", "--weight-decay", "nan"], "weight_decay must be a number in [0, inf), got nan"),
+    (["--task", "copy", "--level", "easy", "--seed", str(2**70)], "seed must be an integer in [0, 4294967295]"),
+    (["--task", "copy", "--level", "easy", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
 ])
 def test_bad_input_gives_one_line_and_exit_2_and_writes_nothing(tmp_path, args, fragment):
     out_dir = tmp_path / "run"
@@ -72,3 +77,36 @@ def test_sweep_bad_setting_is_one_line_exit_2(tmp_path, setting, fragment):
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_empty_out_is_refused(tmp_path):
+    result = subprocess.run(GEOMCAP + ["train", "--task", "copy", "--level", "easy", "--steps", "2", "--out", ""],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--out is empty" in result.stderr
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("options, fragment", [
+    (["--set", "beta1=2"], "beta1 must be a number in [0, 1), got 2.0"),
+    (["--set", "grad_clip=-1"], "grad_clip must be a number in (0, inf), got -1.0"),
+    (["--set", "min_lr_ratio=-3"], "min_lr_ratio must be a number in [0, 1]"),
+    (["--set", "warmup_steps=-5"], "warmup_steps must be a non-negative integer"),
+    (["--set", "lr=nan"], "lr must be a number in (0, inf), got nan"),
+    (["--sizes", "all"], "--sizes all: not available"),
+    (["--tasks", ""], "--tasks is empty"),
+    (["--levels", ","], "--levels is empty"),
+    (["--seeds", "0,x"], "--seeds: 'x' is not an integer"),
+    (["--steps", "many"], "--steps: 'many' is not an integer"),
+    (["--steps", "easy=1,medium=2,hard=x"], "--steps: 'x' is not an integer"),
+    (["--root", ""], "--root is empty"),
+])
+def test_sweep_bad_option_is_one_line_exit_2(tmp_path, options, fragment):
+    """These ran nothing with exit 0, or failed inside the workers, or gave an int() error not naming the option."""
+    args = {"--tasks": "copy", "--levels": "easy", "--root": str(tmp_path / "runs")}
+    for flag, value in zip(options[::2], options[1::2]):
+        args[flag] = value
+    result = subprocess.run(GEOMCAP + ["sweep"] + [w for kv in args.items() for w in kv],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []

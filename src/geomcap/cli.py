@@ -143,6 +143,7 @@ def _pythia_parsers(sub) -> None:
 def cmd_train(args) -> int:
     from geomcap.train import TrainConfig, check_writable, resolve_device, train
 
+    _check_path(args.out, "--out")
     cfg = TrainConfig(task=args.task, level=args.level, size=args.size, seed=args.seed, steps=args.steps,
                       batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, answer_order=args.answer_order,
                       measures=args.measures, costly_every=args.costly_every)
@@ -154,8 +155,31 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _names(text: str, allowed) -> list[str]:
-    return list(allowed) if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
+def _check_path(path: str | None, option: str) -> None:
+    if path is not None and not path.strip():  # an empty path would be the current directory
+        raise ValueError(f"{option} is empty: give a directory")
+
+
+def _names(text: str, allowed, option: str) -> list[str]:
+    """'all' -> allowed (an error if there is no 'all' for this option); 'a,b' -> ['a', 'b']; never empty."""
+    if text.strip() == "all":
+        if not allowed:
+            raise ValueError(f"{option} all: not available for {option}; name the values, comma-separated")
+        return list(allowed)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError(f"{option} is empty: give comma-separated values" + (" or all" if allowed else ""))
+    return names
+
+
+def _ints(text: str, option: str) -> list[int]:
+    values = []
+    for word in _names(text, (), option):
+        try:
+            values.append(int(word))
+        except ValueError:
+            raise ValueError(f"{option}: {word!r} is not an integer") from None
+    return values
 
 
 def cmd_sweep(args) -> int:
@@ -163,8 +187,9 @@ def cmd_sweep(args) -> int:
     from geomcap.tasks import LEVELS, TASKS
     from geomcap.train import resolve_device
 
-    configs = grid(tasks=_names(args.tasks, TASKS), levels=_names(args.levels, LEVELS),
-                   sizes=_names(args.sizes, ()), seeds=[int(s) for s in args.seeds.split(",")],
+    _check_path(args.root, "--root")
+    configs = grid(tasks=_names(args.tasks, TASKS, "--tasks"), levels=_names(args.levels, LEVELS, "--levels"),
+                   sizes=_names(args.sizes, (), "--sizes"), seeds=_ints(args.seeds, "--seeds"),
                    steps=parse_steps(args.steps), measures=args.measures, **parse_settings(args.set))
     resolve_device(args.device)
     if args.workers is not None and args.workers < 1:
@@ -182,6 +207,7 @@ def cmd_sweep(args) -> int:
 def cmd_runs(args) -> int:
     from geomcap import results, store
 
+    _check_path(args.root, "--root")
     root = args.root if args.root is not None else store.default_root()
     table = results.run_index(root)
     if args.csv:

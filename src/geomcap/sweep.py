@@ -52,6 +52,9 @@ def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=2000, **ove
     """
     tasks = TASKS if tasks is None else tasks
     levels = LEVELS if levels is None else levels
+    for axis, values in (("tasks", tasks), ("levels", levels), ("sizes", sizes), ("seeds", seeds)):
+        if isinstance(values, str) or len(values) == 0:
+            raise ValueError(f"{axis} must be a non-empty list, got {values!r}")
     configs = []
     for task, level, size, seed in itertools.product(tasks, levels, sizes, seeds):
         n_steps = steps[level] if isinstance(steps, dict) else steps
@@ -135,18 +138,25 @@ def parse_steps(text: str) -> int | dict:
     level required. Notebooks use ':' because papermill cannot read a parameter line with two '='."""
     text = text.replace(":", "=")
     if "=" not in text:
-        return int(text)
+        return _steps_int(text)
     mapping = {}
     for part in text.split(","):
         level, _, value = part.partition("=")
         level = level.strip()
         if level not in LEVELS:
             raise ValueError(f"unknown level {level!r} in --steps; choose from: {', '.join(LEVELS)}")
-        mapping[level] = int(value)
+        mapping[level] = _steps_int(value)
     missing = [lvl for lvl in LEVELS if lvl not in mapping]
     if missing:
         raise ValueError(f"--steps gives no value for level(s): {', '.join(missing)}")
     return mapping
+
+
+def _steps_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--steps: {text.strip()!r} is not an integer") from None
 
 
 #: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper

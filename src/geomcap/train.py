@@ -88,26 +88,24 @@ class TrainConfig:
     def __post_init__(self):
         tasks.check_task_level(self.task, self.level)
         check_preset(self.size)
-        positive = ("steps", "batch_size", "n_log_checkpoints", "n_linear_checkpoints", "n_train",
-                    "n_test", "probe_size", "train_eval_size", "costly_every", "dynamics_size")
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr!r}")
         tasks.check_answer_order(self.task, self.answer_order)
+        if isinstance(self.measures, str) or not all(isinstance(m, str) for m in self.measures):
+            raise ValueError(f"measures must be a sequence of names, got {self.measures!r}")
         unknown = [m for m in self.measures if m not in COSTLY_MEASURES]
         if unknown:
             raise ValueError(f"unknown measure {unknown[0]!r}; choose from: {', '.join(COSTLY_MEASURES)}")
+        for name, (kind, interval) in FIELD_RANGES.items():
+            value = getattr(self, name)
+            if not (value is None and name in ("weight_decay", "warmup_steps")):  # None: resolved below
+                object.__setattr__(self, name, check_field(name, value, kind, interval))
         # resolve the task-dependent defaults so config.json states what was used
         if self.weight_decay is None:
             object.__setattr__(self, "weight_decay", WEIGHT_DECAY_BY_TASK.get(self.task, DEFAULT_WEIGHT_DECAY))
         if self.warmup_steps is None:
             object.__setattr__(self, "warmup_steps", min(100, self.steps // 10))
         object.__setattr__(self, "measures", tuple(sorted(set(self.measures))))
+        if self.warmup_steps > self.steps:
+            raise ValueError(f"warmup_steps must be at most steps ({self.steps}), got {self.warmup_steps}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -125,6 +123,50 @@ class TrainConfig:
         kwargs = {k: v for k, v in d.items() if k in names}
         kwargs["measures"] = tuple(kwargs.get("measures", ()))
         return cls(**kwargs)
+
+
+#: The numeric TrainConfig fields: (type, allowed interval). Every value must also be finite. A new
+#: numeric field gets one line here (tests check that every field is covered here or by its own check).
+FIELD_RANGES = {
+    "seed": (int, "[0, 4294967295]"),     # numpy, torch and scikit-learn seeds all accept 32 bits
+    "steps": (int, "[1, inf)"),
+    "batch_size": (int, "[1, inf)"),
+    "lr": (float, "(0, inf)"),
+    "weight_decay": (float, "[0, inf)"),
+    "beta1": (float, "[0, 1)"),
+    "beta2": (float, "[0, 1)"),
+    "warmup_steps": (int, "[0, inf)"),    # and at most steps
+    "min_lr_ratio": (float, "[0, 1]"),
+    "grad_clip": (float, "(0, inf)"),
+    "n_log_checkpoints": (int, "[1, inf)"),
+    "n_linear_checkpoints": (int, "[1, inf)"),
+    "n_train": (int, "[1, inf)"),
+    "n_test": (int, "[1, inf)"),
+    "probe_size": (int, "[1, inf)"),
+    "train_eval_size": (int, "[1, inf)"),
+    "costly_every": (int, "[1, inf)"),
+    "dynamics_size": (int, "[1, inf)"),
+}
+
+
+def check_field(name: str, value, kind: type, interval: str):
+    """``value`` as ``kind`` (int or float) if it is a finite number in ``interval``, else ValueError.
+
+    ``interval`` is written as in mathematics, e.g. ``"[0, 1)"`` or ``"(0, inf)"``. An int field takes
+    integers only (not bools, not 2.0); a float field takes any real number and returns a float, so
+    that ``lr=1`` and ``lr=1.0`` name the same run.
+    """
+    integral = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    real = integral or (isinstance(value, (float, np.floating)) and not isinstance(value, bool))
+    what = {(int, "[1, inf)"): "a positive integer", (int, "[0, inf)"): "a non-negative integer"}.get(
+        (kind, interval), f"{'an integer' if kind is int else 'a number'} in {interval}")
+    low_text, high_text = (part.strip() for part in interval[1:-1].split(","))
+    low, high = float(low_text), float(high_text)
+    if (not (integral if kind is int else real) or not math.isfinite(value)
+            or (value < low if interval[0] == "[" else value <= low)
+            or (value > high if interval[-1] == "]" else value >= high)):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return kind(value)
 
 
 #: TrainConfig fields added after runs were committed, with their defaults (see TrainConfig.to_dict)
@@ -265,6 +307,8 @@ def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig) -> list:
 
 
 def _prepare_run_dir(cfg: TrainConfig, out) -> Path:
+    if isinstance(out, str) and not out.strip():  # Path("") would be the current directory
+        raise ValueError("out is an empty path; give a run directory, or None for the run store")
     run_dir = Path(out) if out is not None else store.run_dir_for(cfg.to_dict())
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"cannot write run directory {run_dir}: it exists and is not a directory")
