@@ -208,3 +208,50 @@ def test_kill_minus_9_then_resume_gives_the_same_metrics(tmp_path):
     subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(run), steps], check=True)
     assert store.is_complete(run)
     assert (run / store.METRICS_FILE).read_bytes() == (reference / store.METRICS_FILE).read_bytes()
+
+
+def _interrupted_run(run_dir, monkeypatch, cfg, after_checkpoints=3):
+    """Train ``cfg`` into ``run_dir`` and interrupt it (as Ctrl-C would) after a few checkpoints."""
+    calls = []
+    write_metrics = store.write_metrics
+
+    def interrupting(*args):
+        calls.append(1)
+        if len(calls) == after_checkpoints:
+            raise KeyboardInterrupt
+        write_metrics(*args)
+
+    monkeypatch.setattr(store, "write_metrics", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, out=run_dir, progress=False)
+    monkeypatch.setattr(store, "write_metrics", write_metrics)
+    assert (run_dir / store.STATE_FILE).exists() and not store.is_complete(run_dir)
+
+
+def test_a_corrupted_state_is_discarded_and_the_run_retrained_identically(tmp_path, monkeypatch):
+    """A truncated state.pt gave a 23-line traceback without its path and stuck the run; a kill during the
+    state write left its .state.pt.*.tmp for good. Now: a warning naming the file, the same metrics as an
+    uninterrupted run, and no temporary file left."""
+    reference = train(small_config(), out=tmp_path / "reference", progress=False)
+    run = tmp_path / "run"
+    _interrupted_run(run, monkeypatch, small_config())
+    state = run / store.STATE_FILE
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    leftover = run / ".state.pt.x1y2z3.tmp"
+    leftover.write_bytes(b"\0" * 1000)
+    with pytest.warns(UserWarning, match=f"discarding the unreadable training state {state}"):
+        train(small_config(), out=run, progress=False)
+    assert store.is_complete(run) and not leftover.exists()
+    assert (run / store.METRICS_FILE).read_bytes() == (reference / store.METRICS_FILE).read_bytes()
+
+
+def test_a_state_that_does_not_fit_the_run_names_the_file(tmp_path, monkeypatch):
+    import torch
+
+    run = tmp_path / "run"
+    _interrupted_run(run, monkeypatch, small_config())
+    state = store.load_state(run / store.STATE_FILE)
+    state["model"] = {"not": torch.zeros(1)}
+    torch.save(state, run / store.STATE_FILE)
+    with pytest.raises(ValueError, match=f"{run / store.STATE_FILE} does not fit this run .*delete it"):
+        train(small_config(), out=run, progress=False)

@@ -35,6 +35,7 @@ import platform
 import socket
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -137,6 +138,47 @@ def atomic_torch_save(obj, path) -> None:
 
 def load_state(path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+#: what a training state holds (see geomcap.train)
+STATE_KEYS = ("model", "optimizer", "batch_gen", "step", "rows", "timers")
+
+
+def read_state(path) -> dict | None:
+    """The training state at ``path``; None if there is none, or if it cannot be read.
+
+    An unreadable state (truncated, corrupted, not a training state, or a pickle
+    ``weights_only`` refuses) is removed with a warning naming it: the run then
+    trains from step 0, to the same metrics, since a run is deterministic.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        state = load_state(path)
+        if not isinstance(state, dict) or any(key not in state for key in STATE_KEYS):
+            raise ValueError("not a geomcap training state")
+    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on a bad file
+        reason = (str(exc).strip().splitlines() or [""])[0][:120]
+        warnings.warn(f"discarding the unreadable training state {path} ({type(exc).__name__}: {reason}); "
+                      "the run restarts from step 0", stacklevel=2)
+        path.unlink(missing_ok=True)
+        return None
+    return state
+
+
+def remove_temporary_files(run_dir) -> list[Path]:
+    """Remove the temporary files (``.NAME.*.tmp``) an atomic write killed midway left in ``run_dir``.
+
+    Call it only while holding the run's lock (:func:`run_lock`): another writer's files in flight
+    look the same. Returns the paths removed.
+    """
+    removed = []
+    for path in Path(run_dir).glob(".*.tmp"):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def format_value(value: float) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
@@ -103,11 +104,11 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     threads = (threads or max(1, cores // workers)) if own_executor else None
     if own_executor and pending:
-        executor = ProcessPoolExecutor(max_workers=workers)
+        executor = ProcessPoolExecutor(max_workers=workers, initializer=_exit_with_parent, initargs=(os.getpid(),))
     bar = tqdm(total=len(configs), initial=len(configs) - len(pending), disable=not progress, unit="run",
                desc="sweep")
+    futures = {}
     try:
-        futures = {}
         for i in pending:
             futures[i] = executor.submit(_run_one, configs[i].to_dict(), str(root), device, threads)
         while futures:
@@ -119,18 +120,47 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
                 try:
                     _, seconds = future.result()
                     results[i] = RunResult(cfg, run_dir, seconds=seconds)
-                except Exception as exc:  # one failing run must not stop the others
+                except Exception as exc:  # one failing run must not stop the others (an interrupted one does)
                     detail = "".join(traceback.format_exception(exc)).strip()
                     results[i] = RunResult(cfg, run_dir, error=detail)
                     bar.write(f"FAILED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: {exc!r}")
                 bar.update(1)
             if futures and not finished:
                 time.sleep(poll_s)
+    except BaseException:  # Ctrl-C (here or in a worker), SystemExit: stop the sweep, start no further run
+        for future in futures.values():
+            future.cancel()
+        if own_executor and executor is not None:
+            _terminate_workers(executor)
+        raise
     finally:
         bar.close()
         if own_executor and executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
     return results
+
+
+def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
+    """Worker initializer: end this worker once the sweep's process is gone. A parent killed with
+    SIGKILL cannot tell its workers, which would otherwise wait for work forever (an interrupted run
+    resumes from its last checkpoint at the next sweep)."""
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="geomcap-exit-with-parent").start()
+
+
+def _terminate_workers(executor: ProcessPoolExecutor) -> None:
+    """SIGTERM the worker processes of a local pool: the runs they hold stop at once (each resumes from
+    its last checkpoint; its lock dies with the process) instead of the pool finishing them."""
+    terminate = getattr(executor, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def parse_steps(text: str) -> int | dict:

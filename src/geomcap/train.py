@@ -359,6 +359,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         _prepare_run_dir(cfg, run_dir)  # again, under the lock: another writer may have started it
         if store.is_complete(run_dir):
             return run_dir
+        store.remove_temporary_files(run_dir)  # left by a writer killed mid-write (we hold the lock)
         return _train_locked(cfg, run_dir, dev, progress, keep_state, compile)
 
 
@@ -387,11 +388,15 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
     rows: list = []
     start_step, timers = 0, {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0, "costly_s": 0.0}
     state_path = run_dir / store.STATE_FILE
-    if state_path.exists():
-        state = store.load_state(state_path)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        batch_gen.set_state(state["batch_gen"])
+    state = store.read_state(state_path)  # None when absent, or unreadable (discarded with a warning)
+    if state is not None:
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            batch_gen.set_state(state["batch_gen"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{state_path} does not fit this run ({type(exc).__name__}); delete it to train "
+                             "the run from step 0") from None
         start_step = int(state["step"])
         rows = [tuple(r) for r in state["rows"]]
         timers.update(state["timers"])
