@@ -231,7 +231,7 @@ def cmd_show(args) -> int:
 
     from geomcap.results import run_chance
 
-    config = store.read_config(args.run_dir)
+    config = store.read_config(args.run_dir, required=(*store.REQUIRED_CONFIG_KEYS, "steps"))
     summary = events.summarize_run(store.read_metrics(args.run_dir), chance=run_chance(config))
     if args.json:
         print(json.dumps({"config": config, "summary": summary}, indent=2, default=str))
@@ -381,7 +381,14 @@ def _one_line_errors() -> tuple:
     return (_UsageError, ValueError, FileNotFoundError, RunLockedError)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"geomcap: warning: {message}\n"
+
+
 def main(argv=None) -> int:
+    import warnings
+
+    warnings.formatwarning = _one_line_warning  # e.g. a run of the store skipped: one line naming its file
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -201,29 +201,120 @@ def write_metrics(run_dir, rows) -> None:
     atomic_write_text(Path(run_dir) / METRICS_FILE, metrics_csv_text(rows))
 
 
+class StoreWarning(UserWarning):
+    """A run directory of the store could not be read and was left out."""
+
+
+def _unreadable(path, exc) -> ValueError:
+    reason = (str(exc).strip().splitlines() or [""])[0][:160]
+    return ValueError(f"{path} is unreadable ({type(exc).__name__}{': ' + reason if reason else ''})")
+
+
 def read_metrics(run_dir) -> pd.DataFrame:
-    """The tidy metrics table of a run directory (columns step, layer, measure, value)."""
+    """The tidy metrics table of a run directory (columns step, layer, measure, value).
+
+    FileNotFoundError when there is none; ValueError naming the file when it is
+    truncated, has no rows, or has other columns.
+    """
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
         raise FileNotFoundError(f"no {METRICS_FILE} in {run_dir}: not a geomcap run directory, or the run has not reached its first checkpoint")
-    return pd.read_csv(path, dtype={"step": "int64", "layer": "int64", "measure": str, "value": "float64"})
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n":
+                raise ValueError(f"{path} is truncated (its last line is incomplete)")
+        metrics = pd.read_csv(path, dtype={"step": "int64", "layer": "int64", "measure": str, "value": "float64"})
+    except ValueError as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise exc if str(exc).startswith(str(path)) else _unreadable(path, exc) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, exc) from None
+    if list(metrics.columns) != list(METRIC_COLUMNS):
+        raise ValueError(f"{path} has columns {', '.join(map(str, metrics.columns))}; "
+                         f"expected {', '.join(METRIC_COLUMNS)}")
+    if metrics.empty:
+        raise ValueError(f"{path} has a header but no rows")
+    return metrics
 
 
-def read_config(run_dir) -> dict:
+#: keys every run's config.json holds (training and Pythia runs alike)
+REQUIRED_CONFIG_KEYS = ("task", "level", "size", "seed")
+
+
+def read_config(run_dir, required=REQUIRED_CONFIG_KEYS) -> dict:
+    """A run's config.json as a dict. FileNotFoundError when there is none; ValueError naming the file
+    when it is not valid JSON or lacks a ``required`` key."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         raise FileNotFoundError(f"no {CONFIG_FILE} in {run_dir}: not a geomcap run directory")
-    return json.loads(path.read_text())
+    config = _read_json(path)
+    missing = [key for key in required if key not in config]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}: not a complete geomcap run config")
+    return config
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _unreadable(path, exc) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return value
 
 
 def read_status(run_dir) -> dict | None:
+    """A run's status.json (None while the run has none); ValueError naming the file when unreadable."""
     path = Path(run_dir) / STATUS_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    return _read_json(path) if path.exists() else None
+
+
+def last_metrics_step(run_dir) -> int | None:
+    """The step of the last row of a run's metrics.csv (rows are in step order), read from the file's
+    end; None when there is no complete row to read."""
+    path = Path(run_dir) / METRICS_FILE
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = tail.split("\n")
+    if len(lines) < 3 or lines[-1] != "":  # a header and a row, each ending with a newline
+        return None
+    try:
+        return int(lines[-2].split(",")[0])
+    except ValueError:
+        return None
+
+
+def final_step(run_dir, status: dict | None = None) -> int | None:
+    """The step a run's last checkpoint is at: status.json's ``stopped_at`` when the run stopped early,
+    else its config's ``steps``; None for runs that have neither (Pythia runs)."""
+    status = read_status(run_dir) if status is None else status
+    if status and status.get("stopped_at") is not None:
+        return int(status["stopped_at"])
+    steps = read_config(run_dir, required=()).get("steps")
+    return int(steps) if steps is not None else None
 
 
 def is_complete(run_dir) -> bool:
-    status = read_status(run_dir)
-    return bool(status and status.get("complete"))
+    """Whether a run is complete: status.json says so and metrics.csv reaches its last checkpoint
+    (:func:`final_step`). An unreadable status.json or config.json: not complete, with a warning."""
+    try:
+        status = read_status(run_dir)
+        if not (status and status.get("complete")):
+            return False
+        last = final_step(run_dir, status)
+    except (ValueError, FileNotFoundError) as exc:
+        warnings.warn(f"{exc}; the run counts as incomplete", StoreWarning, stacklevel=2)
+        return False
+    if last is None:
+        return True
+    reached = last_metrics_step(run_dir)
+    return reached is not None and reached >= last
 
 
 def git_commit() -> str | None:
@@ -255,11 +346,20 @@ def provenance(device: str) -> dict:
 
 
 def list_runs(root=None) -> pd.DataFrame:
-    """One row per run directory under root: hash, its config keys, and whether it is complete."""
+    """One row per run directory under root: hash, its config keys, and whether it is complete.
+
+    A run whose config.json or status.json cannot be read is left out, with a
+    :class:`StoreWarning` naming the file: one bad file does not hide the store.
+    """
     root = Path(root if root is not None else default_root())
     rows = []
     for cfg_path in sorted(root.glob(f"*/{CONFIG_FILE}")):
-        cfg = json.loads(cfg_path.read_text())
+        try:
+            cfg = read_config(cfg_path.parent)
+            read_status(cfg_path.parent)
+        except (ValueError, OSError) as exc:
+            warnings.warn(f"skipping run {cfg_path.parent}: {exc}", StoreWarning, stacklevel=2)
+            continue
         cfg.pop("provenance", None)
         rows.append({"run": cfg_path.parent.name, "path": str(cfg_path.parent), **cfg,
                      "complete": is_complete(cfg_path.parent)})
