@@ -110,3 +110,43 @@ def test_sweep_bad_option_is_one_line_exit_2(tmp_path, options, fragment):
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_train_from_a_recorded_config_reruns_it_exactly(tmp_path):
+    """`geomcap train --from RUN/config.json --out DIR` reruns a run with its whole config and its
+    recorded thread count; the metrics are byte-identical."""
+    import json
+
+    source = tmp_path / "source"
+    first = run("train", "--task", "parity", "--level", "easy", "--steps", "12", "--seed", "3", "--lr", "2e-3",
+                "--threads", "2", "--quiet", "--out", str(source))
+    assert first.returncode == 0, first.stderr
+    assert json.loads((source / "config.json").read_text())["provenance"]["threads"] == 2
+    again = run("train", "--from", str(source / "config.json"), "--quiet", "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert f"metrics.csv byte-identical to {source / 'metrics.csv'}" in again.stdout
+    rerun = json.loads((tmp_path / "again" / "config.json").read_text())
+    assert rerun.pop("provenance")["threads"] == 2
+    recorded = json.loads((source / "config.json").read_text())
+    recorded.pop("provenance")
+    assert rerun == recorded
+    assert (tmp_path / "again" / "metrics.csv").read_bytes() == (source / "metrics.csv").read_bytes()
+    # the default is one thread
+    default = run("train", "--task", "parity", "--level", "easy", "--steps", "2", "--quiet", "--out", str(tmp_path / "d"))
+    assert default.returncode == 0 and json.loads((tmp_path / "d" / "config.json").read_text())["provenance"]["threads"] == 1
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--from", "CONFIG", "--seed", "1"], "--from reruns a recorded run as it was: it takes no --seed"),
+    (["--from", "nowhere/config.json"], "--from nowhere/config.json: no such config.json or run directory"),
+    (["--from", "GARBAGE"], "not a readable config.json (JSONDecodeError)"),
+    (["--task", "copy", "--level", "easy", "--threads", "0"], "--threads must be a positive integer, got 0"),
+])
+def test_train_from_and_threads_errors(tmp_path, args, fragment):
+    (tmp_path / "garbage.json").write_text("{not json")
+    (tmp_path / "config.json").write_text('{"task": "copy", "level": "easy"}')
+    args = [{"CONFIG": str(tmp_path / "config.json"), "GARBAGE": str(tmp_path / "garbage.json")}.get(a, a) for a in args]
+    result = subprocess.run(GEOMCAP + ["train", *args, "--out", str(tmp_path / "run")], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()

@@ -65,15 +65,12 @@ def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=2000, **ove
 
 def _run_one(config: dict, root: str, device: str, threads: int | None) -> tuple[str, float]:
     """Worker entry point (top level so executors can pickle it)."""
-    import torch
-
     from geomcap.train import TrainConfig, train
 
-    if threads:
-        torch.set_num_threads(threads)
     t0 = time.perf_counter()
     cfg = TrainConfig.from_dict(config)
-    run_dir = train(cfg, out=store.run_dir_for(cfg.to_dict(), root), device=device, progress=False)
+    run_dir = train(cfg, out=store.run_dir_for(cfg.to_dict(), root), device=device, progress=False,
+                    threads=threads or None)  # None: an outside executor's workers keep their own setting
     return str(run_dir), time.perf_counter() - t0
 
 

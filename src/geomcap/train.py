@@ -332,7 +332,7 @@ def check_writable(path) -> None:
 
 
 def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = True,
-          keep_state: bool = False, compile: bool | str = False) -> Path:
+          keep_state: bool = False, compile: bool | str = False, threads: int | None = 1) -> Path:
     """Train one run, recording metrics at every checkpoint; returns the run directory.
 
     ``out`` is the run directory itself (default: the run store's root / config hash).
@@ -346,21 +346,36 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     only, so a compiled run's metrics equal an eager run's up to round-off, not
     byte for byte; ``provenance.compile`` in config.json records it.
     The first steps include the compilation (tens of seconds).
+
+    ``threads``: torch's CPU threads for the run (restored afterwards); None keeps
+    the current setting. The default, 1, does not collapse when other processes
+    share the cores (a multi-threaded step waits for its descheduled threads:
+    see the benchmarks), and makes a run's metrics the same on every machine:
+    they are byte-identical only at a fixed thread count, which
+    ``provenance.threads`` in config.json records.
     """
     if compile is not True and compile is not False and not (isinstance(compile, str) and compile):
         raise ValueError(f"compile must be True, False or a torch.compile backend name, got {compile!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
     run_dir = _prepare_run_dir(cfg, out)
     if store.is_complete(run_dir):
         return run_dir
     check_writable(run_dir)
     dev = resolve_device(device)
     run_dir.mkdir(parents=True, exist_ok=True)
-    with store.run_lock(run_dir):  # one writer per run directory (raises store.RunLockedError)
-        _prepare_run_dir(cfg, run_dir)  # again, under the lock: another writer may have started it
-        if store.is_complete(run_dir):
-            return run_dir
-        store.remove_temporary_files(run_dir)  # left by a writer killed mid-write (we hold the lock)
-        return _train_locked(cfg, run_dir, dev, progress, keep_state, compile)
+    saved_threads = torch.get_num_threads()
+    try:
+        with store.run_lock(run_dir):  # one writer per run directory (raises store.RunLockedError)
+            _prepare_run_dir(cfg, run_dir)  # again, under the lock: another writer may have started it
+            if store.is_complete(run_dir):
+                return run_dir
+            store.remove_temporary_files(run_dir)  # left by a writer killed mid-write (we hold the lock)
+            if threads is not None:
+                torch.set_num_threads(threads)
+            return _train_locked(cfg, run_dir, dev, progress, keep_state, compile)
+    finally:
+        torch.set_num_threads(saved_threads)
 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: bool, keep_state: bool,
