@@ -142,3 +142,19 @@ def test_metrics_ending_before_the_last_checkpoint_are_not_complete(tmp_path):
     # such a run is trained again, not reused
     train(tiny_config(), out=run, progress=False)
     assert store.last_metrics_step(run) == 6 and store.is_complete(run)
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_files_respect_the_umask(tmp_path, umask, mode):
+    """Every file was created 0600 whatever the umask, so a shared store was unreadable to others."""
+    previous = os.umask(umask)
+    try:
+        assert store.current_umask() == umask
+        run = _complete_run(tmp_path)
+        store.atomic_write_text(tmp_path / "index.csv", "a,b\n")
+    finally:
+        os.umask(previous)
+    files = [p for p in run.iterdir()] + [tmp_path / "index.csv"]
+    assert {p.name for p in run.iterdir()} >= {store.CONFIG_FILE, store.METRICS_FILE, store.STATUS_FILE}
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(mode)}
+    assert run.stat().st_mode & 0o777 == 0o777 & ~umask

@@ -107,10 +107,24 @@ def run_lock(run_dir):
         os.close(fd)
 
 
+def current_umask() -> int:
+    """The process's umask (read from /proc on Linux; elsewhere set and restored at once)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600: give the mode open() would
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
