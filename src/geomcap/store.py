@@ -56,6 +56,17 @@ def default_root() -> Path:
     return Path(os.environ.get("GEOMCAP_RUNS", "runs"))
 
 
+def user_root(kind: str = "runs") -> Path:
+    """Where the notebooks put the runs they compute (``recompute=True``): ``$GEOMCAP_RUNS`` (for
+    ``kind="runs"``), else ``$XDG_CACHE_HOME/geomcap/<kind>``, by default ``~/.cache/geomcap/<kind>``.
+    Outside the repository, so that the committed ``data/`` (and the book built from it) changes only
+    when a root inside it is given explicitly."""
+    if kind == "runs" and os.environ.get("GEOMCAP_RUNS"):
+        return Path(os.environ["GEOMCAP_RUNS"])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "geomcap" / kind
+
+
 def config_hash(config: dict) -> str:
     """First 12 hex digits of the SHA-256 of the config's canonical JSON (keys sorted)."""
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=list)
@@ -306,10 +317,12 @@ def last_metrics_step(run_dir) -> int | None:
 
 def final_step(run_dir, status: dict | None = None) -> int | None:
     """The step a run's last checkpoint is at: status.json's ``stopped_at`` when the run stopped early,
-    else its config's ``steps``; None for runs that have neither (Pythia runs)."""
+    the last of its ``revisions`` for a Pythia run (the revisions scored), else its config's ``steps``."""
     status = read_status(run_dir) if status is None else status
     if status and status.get("stopped_at") is not None:
         return int(status["stopped_at"])
+    if status and "revisions" in status:
+        return max(status["revisions"]) if status["revisions"] else None
     steps = read_config(run_dir, required=()).get("steps")
     return int(steps) if steps is not None else None
 
