@@ -1075,6 +1075,11 @@ def figures_table(result: dict):
         if value is not None:
             rows.append({"figure": figure, "value": value, "unit": unit})
 
+    contention = result.get("threads") or {}
+    for name, ratio in (contention.get("ratio_to_threads_1") or {}).items():
+        if name != "threads_1":
+            add(f"geomcap train, {name.replace('_', ' ')} / threads 1, one core busy", ratio, "ratio")
+
     add("matmul peak", result["matmul_peak"]["flops_per_s"] / 1e9, f"GFLOP/s ({result['matmul_peak']['dtype']})")
     for row in (result.get("throughput") or {}).get("presets", []):
         p = row["preset"]
