@@ -220,3 +220,13 @@ def test_bench_figure_draws_every_panel_and_tolerates_missing_parts():
     fig = plots.bench_figure({"matmul_peak": result["matmul_peak"]})
     assert not any(ax.has_data() for ax in fig.axes)
     plt.close(fig)
+
+
+def test_thread_contention_times_each_setting_side_by_side():
+    """The threads part: default flags, --threads 1 and --threads <cores>, each timed in every round while a
+    busy process holds a core; ratios to one thread (their values are the benchmark's, not asserted here)."""
+    out = bench.thread_contention(steps=2, rounds=1, busy=1, progress=False)
+    names = {"default", "threads_1", f"threads_{out['cores']}"}
+    assert set(out["seconds"]) == names and all(len(v) == 1 for v in out["seconds"].values())
+    assert out["ratio_to_threads_1"]["threads_1"] == 1.0
+    assert out["ratio_to_threads_1"]["default"] == pytest.approx(out["median_s"]["default"] / out["median_s"]["threads_1"])

@@ -26,7 +26,7 @@ def html(tmp_path_factory):
     out = tmp_path_factory.mktemp("book")
     jb = Path(sys.executable).with_name("jupyter-book")
     proc = subprocess.run([str(jb), "build", str(REPO), "--path-output", str(out), "-W", "-n", "--all"],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return out / "_build" / "html"
 
@@ -54,6 +54,38 @@ def site(html):
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
+
+
+#: In the page: every table (HTML tables, and text tables printed into an output's <pre>) fits the text column
+#: without a horizontal scroll bar, and no cell is elided (pandas' "..." rows or columns, or a cell whose text is
+#: cut off). Returns one line per problem.
+TABLE_CHECK = """() => {
+  const problems = [];
+  const column = document.querySelector("article") || document.querySelector("main") || document.body;
+  const limit = column.getBoundingClientRect().right + 1;
+  const label = (el) => (el.innerText || "").trim().split("\\n")[0].slice(0, 60);
+  const scrolls = (el) => el.scrollWidth > el.clientWidth + 1;
+  for (const table of column.querySelectorAll("table, .cell_output pre, .output pre")) {
+    let cut = table.getBoundingClientRect().right > limit || scrolls(table);
+    for (let el = table.parentElement; el && el !== column && !cut; el = el.parentElement) {
+      cut = scrolls(el);
+    }
+    if (cut) problems.push(`table overflows its column: "${label(table)}"`);
+    if (table.tagName !== "TABLE") {
+      if (/^\\s*\\.\\.\\.\\s*$/m.test(table.innerText) || /\\s\\.\\.\\.\\s/.test(table.innerText.split("\\n")[0])) {
+        problems.push(`text table elides rows or columns ("..."): "${label(table)}"`);
+      }
+      continue;
+    }
+    for (const cell of table.querySelectorAll("td, th")) {
+      const text = (cell.innerText || "").trim();
+      if (text === "..." || text === "\u2026" || scrolls(cell)) {
+        problems.push(`elided cell "${text.slice(0, 40)}" in table "${label(table)}"`);
+      }
+    }
+  }
+  return problems;
+}"""
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it)")
@@ -110,8 +142,10 @@ def test_every_page_in_a_browser(html, site):
                     problems.append(f"{path}: link to a missing page {href}")
                 elif fragment and target.endswith(".html") and fragment not in page_ids(target):
                     problems.append(f"{path}: link to a missing anchor {href}")
+            for problem in page.evaluate(TABLE_CHECK):
+                problems.append(f"{path}: {problem}")
             if path == "book/methods.html":
-                page.wait_for_selector("mjx-container", timeout=10_000)
+                page.wait_for_selector("mjx-container", timeout=0)  # no wall-clock limit: wait until rendered
             if path in ("book/intro.html", "notebooks/01_collapse.html"):
                 page.screenshot(path=str(SCREENSHOTS / (Path(path).stem + ".png")), full_page=True)
         browser.close()

@@ -29,6 +29,11 @@ def test_presets_lists_six_sizes_and_the_depth_variants():
     (["--task", "copy", "--level", "easy", "--measures", "vibes"], "unknown measure 'vibes'"),
     (["--task", "copy", "--level", "easy", "--device", "tpu"], "unknown device 'tpu'"),
     (["--level", "easy"], "required: --task"),
+    (["--task", "copy", "--level", "easy", "--weight-decay", "-1"], "weight_decay must be a number in [0, inf)"),
+    (["--task", "copy", "--level", "easy", "--lr", "inf"], "lr must be a number in (0, inf), got inf"),
+    (["--task", "copy", "--level", "easy", "--weight-decay", "nan"], "weight_decay must be a number in [0, inf), got nan"),
+    (["--task", "copy", "--level", "easy", "--seed", str(2**70)], "seed must be an integer in [0, 4294967295]"),
+    (["--task", "copy", "--level", "easy", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
 ])
 def test_bad_input_gives_one_line_and_exit_2_and_writes_nothing(tmp_path, args, fragment):
     out_dir = tmp_path / "run"
@@ -127,3 +132,76 @@ def test_show_json_is_strict_on_a_minimal_config_and_a_bare_metrics_file(tmp_pat
         assert out["summary"]["acquisition_step"] == 900
     text = run("show", str(alone))
     assert text.returncode == 0 and "config     none" in text.stdout
+
+
+def test_empty_out_is_refused(tmp_path):
+    result = subprocess.run(GEOMCAP + ["train", "--task", "copy", "--level", "easy", "--steps", "2", "--out", ""],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--out is empty" in result.stderr
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("options, fragment", [
+    (["--set", "beta1=2"], "beta1 must be a number in [0, 1), got 2.0"),
+    (["--set", "grad_clip=-1"], "grad_clip must be a number in (0, inf), got -1.0"),
+    (["--set", "min_lr_ratio=-3"], "min_lr_ratio must be a number in [0, 1]"),
+    (["--set", "warmup_steps=-5"], "warmup_steps must be a non-negative integer"),
+    (["--set", "lr=nan"], "lr must be a number in (0, inf), got nan"),
+    (["--sizes", "all"], "--sizes all: not available"),
+    (["--tasks", ""], "--tasks is empty"),
+    (["--levels", ","], "--levels is empty"),
+    (["--seeds", "0,x"], "--seeds: 'x' is not an integer"),
+    (["--steps", "many"], "--steps: 'many' is not an integer"),
+    (["--steps", "easy=1,medium=2,hard=x"], "--steps: 'x' is not an integer"),
+    (["--root", ""], "--root is empty"),
+])
+def test_sweep_bad_option_is_one_line_exit_2(tmp_path, options, fragment):
+    """These ran nothing with exit 0, or failed inside the workers, or gave an int() error not naming the option."""
+    args = {"--tasks": "copy", "--levels": "easy", "--root": str(tmp_path / "runs")}
+    for flag, value in zip(options[::2], options[1::2]):
+        args[flag] = value
+    result = subprocess.run(GEOMCAP + ["sweep"] + [w for kv in args.items() for w in kv],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_train_from_a_recorded_config_reruns_it_exactly(tmp_path):
+    """`geomcap train --from RUN/config.json --out DIR` reruns a run with its whole config and its
+    recorded thread count; the metrics are byte-identical."""
+    import json
+
+    source = tmp_path / "source"
+    first = run("train", "--task", "parity", "--level", "easy", "--steps", "12", "--seed", "3", "--lr", "2e-3",
+                "--threads", "2", "--quiet", "--out", str(source))
+    assert first.returncode == 0, first.stderr
+    assert json.loads((source / "config.json").read_text())["provenance"]["threads"] == 2
+    again = run("train", "--from", str(source / "config.json"), "--quiet", "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert f"metrics.csv byte-identical to {source / 'metrics.csv'}" in again.stdout
+    rerun = json.loads((tmp_path / "again" / "config.json").read_text())
+    assert rerun.pop("provenance")["threads"] == 2
+    recorded = json.loads((source / "config.json").read_text())
+    recorded.pop("provenance")
+    assert rerun == recorded
+    assert (tmp_path / "again" / "metrics.csv").read_bytes() == (source / "metrics.csv").read_bytes()
+    # the default is one thread
+    default = run("train", "--task", "parity", "--level", "easy", "--steps", "2", "--quiet", "--out", str(tmp_path / "d"))
+    assert default.returncode == 0 and json.loads((tmp_path / "d" / "config.json").read_text())["provenance"]["threads"] == 1
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--from", "CONFIG", "--seed", "1"], "--from reruns a recorded run as it was: it takes no --seed"),
+    (["--from", "nowhere/config.json"], "--from nowhere/config.json: no such config.json or run directory"),
+    (["--from", "GARBAGE"], "not a readable config.json (JSONDecodeError)"),
+    (["--task", "copy", "--level", "easy", "--threads", "0"], "--threads must be a positive integer, got 0"),
+])
+def test_train_from_and_threads_errors(tmp_path, args, fragment):
+    (tmp_path / "garbage.json").write_text("{not json")
+    (tmp_path / "config.json").write_text('{"task": "copy", "level": "easy"}')
+    args = [{"CONFIG": str(tmp_path / "config.json"), "GARBAGE": str(tmp_path / "garbage.json")}.get(a, a) for a in args]
+    result = subprocess.run(GEOMCAP + ["train", *args, "--out", str(tmp_path / "run")], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()

@@ -24,6 +24,13 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
     ("07_proxy.ipynb", "large", "405k", "parameters small and large: must be two different presets"),
     ("07_proxy.ipynb", "timing", "lunch", "parameter timing: unknown value 'lunch'"),
     ("08_monitor.ipynb", "width", "30", "parameter width: must be a multiple of the 4 attention heads"),
+    # each of these ran the defaults with exit 0, trained, or failed obscurely or blaming another parameter
+    ("01_collapse.ipynb", "taks", "mod", "parameter taks: unknown; this notebook's parameters are: tasks, levels"),
+    ("01_collapse.ipynb", "recompute", "no", "parameter recompute: must be True or False, got 'no'"),
+    ("01_collapse.ipynb", "measure", "all", "parameter measure: unknown value 'all'; choose one of: rankme"),
+    ("04_precursors.ipynb", "fraction", "abc", "parameter fraction: must be in (0, 1], got 'abc'"),
+    ("07_proxy.ipynb", "large", "999m", "parameter large: unknown preset '999m'"),
+    ("06_pythia.ipynb", "delete_downloads", "yes", "parameter delete_downloads: must be True or False"),
 ])
 def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragment):
     result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook),
@@ -31,6 +38,19 @@ def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragm
                             capture_output=True, text=True)
     assert result.returncode != 0
     assert fragment in result.stderr
+    # the cell's error is the one line (papermill's own traceback of its command may precede it)
+    cell_error = result.stderr.split('Exception encountered at "In [')[-1]
+    assert "Traceback" not in cell_error and "----> " not in cell_error, cell_error
+
+
+def test_lists_as_the_readme_writes_them(tmp_path):
+    """`-p tasks "mod,sort"` and `-p seeds "[0, 1]"` arrive as strings; both are read as lists."""
+    result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / "03_probing.ipynb"),
+                             str(tmp_path / "out.ipynb"), "-p", "tasks", "mod,sort", "-p", "seeds", "[0, 1]",
+                             "-p", "levels", "hard", "--cwd", str(NOTEBOOKS)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = (tmp_path / "out.ipynb").read_text()
+    assert "2 tasks, levels ['hard']" in out
 
 
 def test_negative_steps_fail_before_training(tmp_path):

@@ -60,3 +60,35 @@ def test_setting_curves_one_column_per_task_default_in_black():
     assert top_mod.get_title() == "mod/hard" and top_add.get_title() == "add/hard"
     assert [line.get_label() for line in top_mod.lines] == ["default", "lr=0.0003"]
     assert top_mod.lines[0].get_color() == "black" and list(bottom_mod.lines[1].get_ydata()) == [0, 0.1, 1.0]
+
+
+def test_collapse_grid_legend_orders_levels_and_labels_the_paper_line():
+    """The legend was taken from the first panel: levels in the order met there (easy, hard, medium), the
+    paper's dotted floor unlabelled when drawn on another panel, and medium/hard in two near-identical oranges."""
+    import pandas as pd
+    from matplotlib.colors import to_rgb
+
+    rows = []
+    for task in ("add", "mod"):
+        for run, level in ((f"{task}-e", "easy"), (f"{task}-h", "hard"), (f"{task}-m", "medium")):
+            for step, rank, acc in ((0, 8.0, 0.0), (10, 2.0, 0.1), (100, 5.0, 0.9)):
+                base = {"step": step, "run": run, "task": task, "level": level, "size": "405k", "seed": 0}
+                rows += [{**base, "layer": 2, "measure": "rankme", "value": rank},
+                         {**base, "layer": -1, "measure": "accuracy", "value": acc}]
+    fig = plots.collapse_grid(pd.DataFrame(rows), paper_floor={"mod": 2.0})
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["easy", "medium", "hard", "paper's floor"]
+    colours = [to_rgb(plots.LEVEL_COLORS[level]) for level in ("easy", "medium", "hard")]
+    assert min(sum((a - b) ** 2 for a, b in zip(x, y)) ** 0.5
+               for i, x in enumerate(colours) for y in colours[i + 1:]) > 0.25  # orange vs vermilion: 0.20
+
+
+def test_precursor_gaps_legend_is_outside_the_axes():
+    import pandas as pd
+
+    summary = pd.DataFrame({"rankme_gap_steps": [10, -5, 30], "llc_gap_steps": [3, 8, -2]})
+    fig = plots.precursor_gaps(summary, ["rankme", "llc"], pd.Series(["hard", "easy", "hard"]))
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    legend_box = ax.get_legend().get_window_extent()
+    assert legend_box.x0 >= ax.get_window_extent().x1  # to the right of the plotting area: covers no point

@@ -284,6 +284,40 @@ def test_run_stores_resumes_and_skips_a_missing_revision(standin, small_benchmar
     assert len(table) == 2 * 3 and table["final_layer"].sum() == 2
 
 
+def test_items_longer_than_the_context_are_left_out_and_counted(standin, small_benchmarks, tmp_path):
+    """A GPT-NeoX root whose context is shorter than a benchmark prompt stopped notebook 06 ("a sequence of
+    348 tokens exceeds the model's 256 positions"). Now those items are left out, counted and reported, and
+    the measures are over the others: the same as scoring only the items that fit."""
+    import shutil
+
+    short = tmp_path / "short-context"
+    shutil.copytree(standin, short)
+    tokenizer = pythia.load_tokenizer(short)
+    items = diagnostics.load_benchmark("logical_deduction", small_benchmarks)
+    lengths = sorted({len(s["ids"]) for s in pythia.encode_items(tokenizer, items)})
+    positions = lengths[len(lengths) // 2]  # about half of the items do not fit
+    for config_file in short.glob("step*/config.json"):
+        config = json.loads(config_file.read_text())
+        config["max_position_embeddings"] = positions
+        config_file.write_text(json.dumps(config))
+    messages = []
+    report = pythia.run(short, revisions="step0,step6", benchmarks=["logical_deduction"], root=tmp_path / "runs",
+                        benchmark_dir=small_benchmarks, progress=False, log=messages.append)
+    assert report["stored"] == ["step0", "step6"]
+    kept, sequences, n_out = pythia.fitting_items(items, pythia.encode_items(tokenizer, items), positions)
+    assert 0 < n_out < len(items) and len(kept) + n_out == len(items)
+    run_dir = report["run_dirs"]["logical_deduction"]
+    assert store.read_status(run_dir)["items_too_long"] == n_out
+    assert any(f"{n_out} of {len(items)} items are longer than the model's {positions} positions" in m for m in messages)
+    net = pythia.load_revision(short, "step6", device=torch.device("cpu"))
+    expected = pythia.accuracy(pythia.score_items(net, tokenizer, kept, sequences=sequences))["accuracy"]
+    metrics = store.read_metrics(run_dir)
+    got = metrics[(metrics.step == 6) & (metrics.measure == "accuracy")]["value"].item()
+    assert got == expected
+    runs = pythia.load_runs(tmp_path / "runs")
+    assert f"left out: logical_deduction {n_out} of {len(items)}" in pythia.describe(runs, results.load_metrics(runs))
+
+
 def test_summary_gap_matches_the_events_code():
     steps = np.array([0, 1, 2, 4, 1000, 2000, 3000, 4000, 5000, 6000])
     acc = np.array([.25, .25, .25, .25, .25, .3, .5, .8, .9, .9])

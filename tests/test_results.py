@@ -290,3 +290,47 @@ def test_events_table_and_probe_baselines(store_root):
     summary = results.summary_table(runs)
     assert summary["stopped_at"].isna().all() and (summary["last_step"] == 8).all()
     assert set(summary["difficulty"]) <= set(results.DIFFICULTY_CLASSES)
+
+
+def test_recompute_writes_to_the_user_store_not_the_committed_data(tmp_path, monkeypatch):
+    """recompute=True with the default root trained into the committed data/runs (a later book build would
+    then silently change). The missing runs now go to the user store ($GEOMCAP_RUNS here); the section gets
+    the committed runs plus those."""
+    from geomcap import store
+
+    monkeypatch.setenv("GEOMCAP_RUNS", str(tmp_path / "user"))
+    assert store.user_root() == tmp_path / "user"
+    committed = sorted(p.name for p in results.data_root().iterdir())
+    runs = results.section_runs(tasks="copy", levels="easy", sizes="405k", seeds=[7], recompute=True, steps="3",
+                                progress=False)
+    assert sorted(p.name for p in results.data_root().iterdir()) == committed
+    trained = [p for p in (tmp_path / "user").iterdir() if store.is_complete(p)]
+    assert len(trained) == 1 and list(runs["path"]) == [str(trained[0])]
+    # a run committed already is not trained again; the section gets exactly the grid's runs
+    committed_only = results.section_runs(tasks="copy", levels="easy", sizes="405k", seeds=[1], recompute=True,
+                                          steps="easy:2000,medium:4000,hard:3000", progress=False)
+    assert len(list((tmp_path / "user").iterdir())) == 1
+    assert len(committed_only) == 1 and committed_only["path"].iloc[0].startswith(str(results.data_root()))
+    both = results.section_runs(tasks="copy", levels="easy", sizes="405k", seeds=[1, 7], recompute=True, steps="3",
+                                progress=False)
+    assert sorted(both["seed"]) == [1, 7] and set(both["steps"]) == {3}
+    with pytest.raises(ValueError, match="parameter recompute: must be True or False, got 'no'"):
+        results.section_runs(tasks="copy", recompute="no")
+    monkeypatch.delenv("GEOMCAP_RUNS")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert store.user_root() == tmp_path / "cache" / "geomcap" / "runs"
+
+
+def test_book_table_shows_whole_numbers_and_missing_values_plainly():
+    """06's table showed counts as "200.0" and raw <NA>; 01's were elided by pandas' display options."""
+    import numpy as np
+    import pandas as pd
+
+    table = pd.DataFrame({"n_items": [200.0, 12.0], "gap": [0.12345, np.nan], "steps": [21656.84, 3.5],
+                          "note": ["x", pd.NA], "ok": [True, False], **{f"c{i}": [i, i] for i in range(30)}})
+    html = results.book_table(table).to_html()
+    assert ">200<" in html and ">12<" in html and "200.0" not in html
+    assert ">0.123<" in html and ">21,657<" in html and ">3.5<" in html
+    assert "&lt;NA&gt;" not in html and "nan" not in html and html.count(">–<") == 2
+    assert ">c29<" in html and "..." not in html  # every column, nothing elided
+    assert "overflow-wrap: anywhere" in html

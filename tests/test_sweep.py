@@ -1,5 +1,11 @@
 """Sweeps: every run lands in the store, a failing run is isolated, a rerun resumes/reuses."""
+import os
+import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +62,60 @@ def test_submitit_debug_executor(tmp_path):
     results = run_sweep(configs, root=tmp_path / "runs", executor=executor, progress=False)
     assert results[0].ok, results[0].error
     assert store.is_complete(results[0].run_dir)
+
+
+def _lock_pid(root):
+    """The pid in the lock file of the first run being written under root (None while there is none)."""
+    for lock in root.glob(f"*/{store.LOCK_FILE}"):
+        text = lock.read_text().split()
+        if len(text) >= 2:
+            return int(text[1])
+    return None
+
+
+def _alive(pid):
+    """Whether process pid runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _start_sweep(root):
+    """A two-run sweep on one worker whose runs take long (thousands of steps)."""
+    proc = subprocess.Popen([sys.executable, "-m", "geomcap.cli", "sweep", "--tasks", "copy", "--levels", "easy",
+                             "--seeds", "0,1", "--steps", "5000", "--workers", "1", "--threads", "1",
+                             "--root", str(root), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while (worker := _lock_pid(root)) is None:  # the first run has started in the worker
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    return proc, worker
+
+
+def test_ctrl_c_stops_the_sweep(tmp_path):
+    """Ctrl-C used to count as a failure of the running run; the next run started and the sweep ended
+    only after it. SIGINT to the sweep's own process (the worker gets none) must stop everything."""
+    root = tmp_path / "runs"
+    proc, worker = _start_sweep(root)
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate()
+    assert proc.returncode == 130 and "interrupted" in stderr, stderr
+    while _alive(worker) and not any(store.is_complete(d) for d in root.iterdir()):
+        time.sleep(0.1)
+    assert not _alive(worker)
+    assert len(list(root.iterdir())) == 1  # the second run never started
+    assert not any(store.is_complete(d) for d in root.iterdir())
+
+
+def test_a_killed_sweep_does_not_leave_its_worker_behind(tmp_path):
+    """kill -9 of the sweep's process left its worker blocked forever once its run ended."""
+    root = tmp_path / "runs"
+    proc, worker = _start_sweep(root)
+    proc.kill()
+    proc.communicate()
+    # the worker ends long before its 5000-step run could complete
+    while _alive(worker) and not any(store.is_complete(d) for d in root.iterdir()):
+        time.sleep(0.1)
+    assert not _alive(worker)
+    assert not any(store.is_complete(d) for d in root.iterdir())

@@ -66,7 +66,7 @@ from geomcap import geometry, store, tasks
 from geomcap.models import PRESETS, answer_loss, build, check_preset, count_parameters
 
 DEFAULT_PARTS = ("throughput", "geometry", "costly", "rankme")
-OPTIONAL_PARTS = ("book", "make_test")
+OPTIONAL_PARTS = ("book", "make_test", "threads")
 ALL_PARTS = DEFAULT_PARTS + OPTIONAL_PARTS
 PEERS = ("gpt2", "gpt-neox")
 RANKME_N = (512, 4096, 32768)
@@ -994,6 +994,8 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
             result[part] = book_build_times(progress=progress)
         elif part == "make_test":
             result[part] = make_test_time(progress=progress)
+        elif part == "threads":
+            result[part] = thread_contention(progress=progress)
         result[part]["measured_at"] = now()
         result["part_seconds"][part] = time.perf_counter() - t0
         result["part_load_average"][part] = {"start": load0, "end": load_average()}
@@ -1005,6 +1007,39 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
     save()
     _log(progress, f"done in {target['wall_s']:.0f} s: {out}")
     return result
+
+
+def thread_contention(task: str = "copy", level: str = "easy", steps: int = 200, busy: int = 1, rounds: int = 2,
+                      progress: bool = True) -> dict:
+    """Wall seconds of one ``geomcap train`` run while ``busy`` processes each keep a core busy, per thread
+    setting: the default flags, ``--threads 1``, and ``--threads <cores>`` (torch's own default, which
+    ``geomcap train`` used before it had ``--threads``). Interleaved rounds; medians and their ratios to
+    ``--threads 1`` (> 1: slower than one thread). Each run is a fresh process in a fresh directory, data
+    generation and start-up included: what a user waits for.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    settings = {"default": [], "threads_1": ["--threads", "1"], f"threads_{cores}": ["--threads", str(cores)]}
+    seconds = {name: [] for name in settings}
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for r in range(rounds):
+                for name, flags in settings.items():
+                    command = [sys.executable, "-m", "geomcap.cli", "train", "--task", task, "--level", level,
+                               "--steps", str(steps), "--quiet", "--device", "cpu",
+                               "--out", str(Path(tmp) / f"{name}-{r}"), *flags]
+                    t0 = time.perf_counter()
+                    subprocess.run(command, check=True, capture_output=True)
+                    seconds[name].append(time.perf_counter() - t0)
+                    _log(progress, f"threads: {name} round {r}: {seconds[name][-1]:.1f} s")
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    return {"command": f"geomcap train --task {task} --level {level} --steps {steps} [flags]", "cores": cores,
+            "busy_processes": busy, "rounds": rounds, "seconds": seconds, "median_s": medians,
+            "ratio_to_threads_1": {name: medians[name] / medians["threads_1"] for name in medians}}
 
 
 # --- reading results --------------------------------------------------------------
@@ -1032,6 +1067,11 @@ def figures_table(result: dict):
     def add(figure, value, unit=""):
         if value is not None:
             rows.append({"figure": figure, "value": value, "unit": unit})
+
+    contention = result.get("threads") or {}
+    for name, ratio in (contention.get("ratio_to_threads_1") or {}).items():
+        if name != "threads_1":
+            add(f"geomcap train, {name.replace('_', ' ')} / threads 1, one core busy", ratio, "ratio")
 
     add("matmul peak", result["matmul_peak"]["flops_per_s"] / 1e9, f"GFLOP/s ({result['matmul_peak']['dtype']})")
     for row in (result.get("throughput") or {}).get("presets", []):

@@ -41,21 +41,29 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("train", help="train one run, recording geometry at every checkpoint")
-    p.add_argument("--task", required=True, help="copy, reverse, compare, parity, add, mod, sort, mul")
-    p.add_argument("--level", required=True, help="easy, medium, hard")
-    p.add_argument("--size", default="405k", help="model preset (see `geomcap presets`); default 405k")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=2000, help="optimizer steps; default 2000")
+    # the config options default to None here, so that --from can tell which were given (TrainConfig's
+    # defaults apply; they are stated in the help)
+    p.add_argument("--task", default=None, help="copy, reverse, compare, parity, add, mod, sort, mul (required)")
+    p.add_argument("--level", default=None, help="easy, medium, hard (required)")
+    p.add_argument("--size", default=None, help="model preset (see `geomcap presets`); default 405k")
+    p.add_argument("--seed", type=int, default=None, help="default 0")
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps; default 2000")
+    p.add_argument("--from", dest="from_config", default=None, metavar="CONFIG",
+                   help="rerun a recorded run exactly: its config.json (or run directory) gives the whole config, "
+                        "the thread count, device and compile setting; takes no other config option")
     p.add_argument("--out", default=None,
                    help="the run directory itself (default: the run store root $GEOMCAP_RUNS or ./runs, under the config hash)")
-    p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
-    p.add_argument("--measures", type=_measures, default=(),
+    p.add_argument("--device", default=None, help="auto (cuda when present; the default), cpu or cuda")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default 1: does not collapse when other work shares the cores, and gives "
+                        "the same metrics on every machine; with --from, the recorded run's)")
+    p.add_argument("--measures", type=_measures, default=None,
                    help="comma-separated costly measures: grad_rank,grad_cov_rank,hessian,llc (default none)")
-    p.add_argument("--costly-every", type=int, default=4, help="run the costly measures on every k-th checkpoint")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--costly-every", type=int, default=None, help="run the costly measures on every k-th checkpoint; default 4")
+    p.add_argument("--batch-size", type=int, default=None, help="default 128")
+    p.add_argument("--lr", type=float, default=None, help="default 1e-3")
     p.add_argument("--weight-decay", type=float, default=None, help="default 0.1 (1.0 for mod)")
-    p.add_argument("--answer-order", default="msd", choices=("msd", "lsd"),
+    p.add_argument("--answer-order", default=None, choices=("msd", "lsd"),
                    help="digits of add, mod, mul answers: most (msd, default) or least significant first")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training steps (not part of the config hash; equal metrics up to round-off)")
@@ -144,22 +152,92 @@ def _pythia_parsers(sub) -> None:
     p.add_argument("--layers", default="final", help="final, all, or comma-separated layer indices")
 
 
+#: geomcap train's options that set a TrainConfig field: option attribute -> field
+TRAIN_CONFIG_OPTIONS = {"task": "task", "level": "level", "size": "size", "seed": "seed", "steps": "steps",
+                        "batch_size": "batch_size", "lr": "lr", "weight_decay": "weight_decay",
+                        "answer_order": "answer_order", "measures": "measures", "costly_every": "costly_every"}
+
+
 def cmd_train(args) -> int:
     from geomcap.train import TrainConfig, check_writable, resolve_device, train
 
-    cfg = TrainConfig(task=args.task, level=args.level, size=args.size, seed=args.seed, steps=args.steps,
-                      batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, answer_order=args.answer_order,
-                      measures=args.measures, costly_every=args.costly_every)
-    resolve_device(args.device)
+    _check_path(args.out, "--out")
+    given = {field: getattr(args, option) for option, field in TRAIN_CONFIG_OPTIONS.items()
+             if getattr(args, option) is not None}
+    device, threads, compile = args.device, args.threads, args.compile
+    source = None
+    if args.from_config is not None:
+        if given:
+            option = next(o for o in TRAIN_CONFIG_OPTIONS if getattr(args, o) is not None)
+            raise ValueError(f"--from reruns a recorded run as it was: it takes no --{option.replace('_', '-')}")
+        source, recorded = _recorded_run(args.from_config)
+        cfg = TrainConfig.from_dict(recorded)
+        provenance = recorded.get("provenance") or {}
+        threads = threads if threads is not None else provenance.get("threads")
+        device = device if device is not None else provenance.get("device")
+        compile = compile or provenance.get("compile") or False
+    else:
+        for required in ("task", "level"):
+            if required not in given:
+                raise ValueError(f"the following arguments are required: --{required} (or --from CONFIG)")
+        cfg = TrainConfig(**given)
+    threads = 1 if threads is None else threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"--threads must be a positive integer, got {threads!r}")
+    device = device or "auto"
+    resolve_device(device)
     if args.out is not None:
         check_writable(args.out)
-    run_dir = train(cfg, out=args.out, device=args.device, progress=not args.quiet, compile=args.compile)
+    run_dir = train(cfg, out=args.out, device=device, progress=not args.quiet, compile=compile, threads=threads)
     print(run_dir)
+    if source is not None and (source / "metrics.csv").exists():
+        same = (source / "metrics.csv").read_bytes() == (run_dir / "metrics.csv").read_bytes()
+        print(f"metrics.csv {'byte-identical to' if same else 'DIFFERS from'} {source / 'metrics.csv'}")
     return 0
 
 
-def _names(text: str, allowed) -> list[str]:
-    return list(allowed) if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
+def _recorded_run(path: str):
+    """--from: a config.json or a run directory -> (its run directory, its config with provenance)."""
+    from pathlib import Path
+
+    path = Path(path)
+    config_file = path / "config.json" if path.is_dir() else path
+    if not config_file.is_file():
+        raise FileNotFoundError(f"--from {path}: no such config.json or run directory")
+    try:
+        recorded = json.loads(config_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--from {config_file}: not a readable config.json ({type(exc).__name__})") from None
+    if not isinstance(recorded, dict) or "task" not in recorded or "level" not in recorded:
+        raise ValueError(f"--from {config_file}: not a geomcap run config (no task or level)")
+    return config_file.parent, recorded
+
+
+def _check_path(path: str | None, option: str) -> None:
+    if path is not None and not path.strip():  # an empty path would be the current directory
+        raise ValueError(f"{option} is empty: give a directory")
+
+
+def _names(text: str, allowed, option: str) -> list[str]:
+    """'all' -> allowed (an error if there is no 'all' for this option); 'a,b' -> ['a', 'b']; never empty."""
+    if text.strip() == "all":
+        if not allowed:
+            raise ValueError(f"{option} all: not available for {option}; name the values, comma-separated")
+        return list(allowed)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError(f"{option} is empty: give comma-separated values" + (" or all" if allowed else ""))
+    return names
+
+
+def _ints(text: str, option: str) -> list[int]:
+    values = []
+    for word in _names(text, (), option):
+        try:
+            values.append(int(word))
+        except ValueError:
+            raise ValueError(f"{option}: {word!r} is not an integer") from None
+    return values
 
 
 def cmd_sweep(args) -> int:
@@ -167,8 +245,9 @@ def cmd_sweep(args) -> int:
     from geomcap.tasks import LEVELS, TASKS
     from geomcap.train import resolve_device
 
-    configs = grid(tasks=_names(args.tasks, TASKS), levels=_names(args.levels, LEVELS),
-                   sizes=_names(args.sizes, ()), seeds=[int(s) for s in args.seeds.split(",")],
+    _check_path(args.root, "--root")
+    configs = grid(tasks=_names(args.tasks, TASKS, "--tasks"), levels=_names(args.levels, LEVELS, "--levels"),
+                   sizes=_names(args.sizes, (), "--sizes"), seeds=_ints(args.seeds, "--seeds"),
                    steps=parse_steps(args.steps), measures=args.measures, **parse_settings(args.set))
     resolve_device(args.device)
     if args.workers is not None and args.workers < 1:
@@ -186,6 +265,7 @@ def cmd_sweep(args) -> int:
 def cmd_runs(args) -> int:
     from geomcap import results, store
 
+    _check_path(args.root, "--root")
     root = args.root if args.root is not None else store.default_root()
     table = results.run_index(root)
     if args.csv:
@@ -331,7 +411,7 @@ def _bench_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks: throughput vs a transformers peer and the matmul peak, cost of "
                                      "the measures, RankMe vs a naive SVD (JSON into data/bench)")
     p.add_argument("--parts", default="default",
-                   help="comma-separated parts: throughput, geometry, costly, rankme, book, make_test "
+                   help="comma-separated parts: throughput, geometry, costly, rankme, book, make_test, threads "
                         "(default: the first four; all: every part; none: only --make-test-s)")
     p.add_argument("--book", action="store_true", help="also time a cold and a warm book build")
     p.add_argument("--make-test", action="store_true", help="also time `make test` (long)")
@@ -434,14 +514,29 @@ def cmd_checkpoints(args) -> int:
     return 0
 
 
+def _one_line_errors() -> tuple:
+    """The exceptions main reports as one line with exit 2 (evaluated only once one is raised, so
+    that the light commands do not import torch)."""
+    from geomcap.store import RunLockedError
+
+    return (_UsageError, ValueError, FileNotFoundError, RunLockedError)
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"geomcap: warning: {message}\n"
+
+
 def main(argv=None) -> int:
+    import warnings
+
+    warnings.formatwarning = _one_line_warning  # e.g. a run of the store skipped: one line naming its file
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         handler = {"train": cmd_train, "sweep": cmd_sweep, "presets": cmd_presets, "runs": cmd_runs, "show": cmd_show,
                    "pythia": cmd_pythia, "bench": cmd_bench, "checkpoints": cmd_checkpoints}[args.command]
         return handler(args)
-    except (_UsageError, ValueError, FileNotFoundError) as exc:
+    except _one_line_errors() as exc:
         print(f"geomcap: error: {exc}".replace("geomcap: error: geomcap", "geomcap"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -92,7 +92,7 @@ def run_curves(metrics, title: str | None = None, measure: str = "rankme", chanc
     return fig
 
 
-LEVEL_COLORS = {"easy": "C2", "medium": "C1", "hard": "C3"}
+LEVEL_COLORS = {"easy": "C2", "medium": "C0", "hard": "C3"}  # green, blue, vermilion: C1 (orange) is too close to C3
 
 
 def final_layer_rows(metrics, measure: str):
@@ -132,9 +132,13 @@ def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = N
         _step_axis(ax, metrics["step"].to_numpy())
         ax.set_ylabel(f"{measure}, final layer" if ax in axes[:, 0] else "")
         twin.spines["right"].set_visible(True)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
-    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02))
+    # one legend for every panel: the levels in their order, then the paper's line (wherever it is drawn)
+    unique = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            unique.setdefault(label, handle)
+    order = [lv for lv in LEVEL_COLORS if lv in unique] + [lb for lb in unique if lb not in LEVEL_COLORS]
+    fig.legend([unique[lb] for lb in order], order, loc="upper center", ncol=len(order), bbox_to_anchor=(0.5, 1.02))
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     return fig
 
@@ -231,6 +235,7 @@ def precursor_gaps(summary, measures, classes):
     if len(data):
         sns.stripplot(data=data, x="measure", y="gap", hue="class", dodge=True, jitter=0.2, ax=ax,
                       palette={"hard": "C3", "intermediate": "C1", "easy": "C2", "not acquired": "0.6"})
+        ax.legend(title="class", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the axes: covers no point
     _symlog_gap_axis(ax)
     ax.set_ylabel("acquisition - transition (steps)\n> 0: the measure leads")
     ax.set_xlabel("")

@@ -15,7 +15,7 @@ Sources. ``model`` is a hub name (``EleutherAI/pythia-160m``, ``-deduped``
 variants too) or a local checkpoint root: a folder with one subfolder per
 revision named as on the hub (``step0``, ``step1``, ... ``step143000``), each
 holding what ``save_pretrained`` writes for a GPTNeoXForCausalLM and its
-tokenizer (DESIGN.md section 4). Both go through
+tokenizer (what ``geomcap pythia standin`` writes). Both go through
 ``GPTNeoXForCausalLM.from_pretrained`` (float32 on CPU, bfloat16 on GPU; no
 remote code); the tokenizer is loaded once, from ``main`` on the hub (some
 step branches ship tokenizer files without special tokens) and from the
@@ -67,6 +67,7 @@ import pandas as pd
 import torch
 
 from geomcap import diagnostics, events, geometry, store
+from geomcap.parameters import ParameterError
 
 __all__ = [
     "SCHEDULE_STEPS", "REVISIONS", "TOKENS_PER_STEP", "PAPER_GAP_STEPS", "PAPER_MODEL", "SIZES",
@@ -150,7 +151,7 @@ def check_model(model) -> str:
     if path.is_dir():
         if not local_revisions(path):
             raise ValueError(f"model: {model} holds no stepN subfolder; a local checkpoint root has one "
-                             "subfolder per revision (step0, step1000, ...), see DESIGN.md section 4")
+                             "subfolder per revision (step0, step1000, ...), as `geomcap pythia standin` writes")
         return "local"
     if HUB_NAME.match(str(model)):
         return "hub"
@@ -415,6 +416,15 @@ def encode_items(tokenizer, items: list[dict]) -> list[dict]:
     return sequences
 
 
+def fitting_items(items: list[dict], sequences: list[dict], max_positions: int) -> tuple[list[dict], list[dict], int]:
+    """The items each of whose sequences (:func:`encode_items`) fits in ``max_positions`` tokens, their
+    sequences (items renumbered in order), and the number of items left out (longer than the context)."""
+    too_long = {s["item"] for s in sequences if len(s["ids"]) > max_positions}
+    index = {old: new for new, old in enumerate(i for i in range(len(items)) if i not in too_long)}
+    return ([items[i] for i in index], [{**s, "item": index[s["item"]]} for s in sequences if s["item"] in index],
+            len(too_long))
+
+
 def _batches(sequences: list[dict], batch_tokens: int) -> list[list[dict]]:
     """Longest first, as many sequences per batch as fit in batch_tokens (padded)."""
     order = sorted(sequences, key=lambda s: -len(s["ids"]))
@@ -607,7 +617,7 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
         old = store.read_metrics(run_dir) if done[b] else pd.DataFrame(columns=store.METRIC_COLUMNS)
         rows[b] = list(old.itertuples(index=False, name=None))
 
-    tokenizer, sequences = None, {}
+    tokenizer, sequences, scored_items, too_long = None, {}, {}, {}
     stored, skipped, seconds, load_seconds = [], {}, {}, {}
     score_seconds = {b: {} for b in benchmarks}
     bar = tqdm(chosen, desc=f"{model_label(model, label)[0]} revisions", unit="rev", disable=not progress)
@@ -632,9 +642,17 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
         start = time.perf_counter()
         for b in todo:
             t_bench = time.perf_counter()
-            if b not in sequences:
-                sequences[b] = encode_items(tokenizer, items[b])
-            scores = score_items(net, tokenizer, items[b], batch_tokens=batch_tokens, sequences=sequences[b])
+            if b not in sequences:  # items longer than the model's context are left out, counted and reported
+                positions = net.config.max_position_embeddings
+                scored_items[b], sequences[b], too_long[b] = fitting_items(
+                    items[b], encode_items(tokenizer, items[b]), positions)
+                if not scored_items[b]:
+                    raise ValueError(f"benchmark {b}: none of its {len(items[b])} items fits the model's "
+                                     f"{positions} positions")
+                if too_long[b]:
+                    log(f"{b}: {too_long[b]} of {len(items[b])} items are longer than the model's {positions} "
+                        "positions: left out, the measures are over the others")
+            scores = score_items(net, tokenizer, scored_items[b], batch_tokens=batch_tokens, sequences=sequences[b])
             rows[b] += benchmark_rows(step, scores)
             rows[b].sort(key=lambda r: (r[0], r[2], r[1]))
             store.write_metrics(run_dirs[b], rows[b])  # stored before the next revision is loaded
@@ -656,7 +674,8 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
                   "skipped": {**old.get("skipped", {}), **skipped},
                   "score_seconds": {**old.get("score_seconds", {}), **score_seconds[b]},
                   "load_seconds": {**old.get("load_seconds", {}), **{r: round(s, 3) for r, s in load_seconds.items()}},
-                  "device": str(dev), "dtype": str(dtype).replace("torch.", ""), "batch_tokens": batch_tokens}
+                  "device": str(dev), "dtype": str(dtype).replace("torch.", ""), "batch_tokens": batch_tokens,
+                  "items_too_long": too_long.get(b, old.get("items_too_long", 0))}
         for r in status["revisions"]:
             status["skipped"].pop(f"step{r}", None)
         store.atomic_write_json(run_dirs[b] / store.STATUS_FILE, status)
@@ -850,12 +869,12 @@ def check_layers(layers, available) -> list[int]:
             return available[-1:]
         if layers == "all":
             return available
-        raise ValueError(f"parameter layers: {layers!r}; use 'final', 'all' or a list of layer indices "
+        raise ParameterError(f"parameter layers: {layers!r}; use 'final', 'all' or a list of layer indices "
                          f"({available[0]} .. {available[-1]})")
     layers = [layers] if isinstance(layers, (int, np.integer)) else list(layers)
     bad = [l for l in layers if isinstance(l, bool) or not isinstance(l, (int, np.integer)) or int(l) not in available]
     if bad or not layers:
-        raise ValueError(f"parameter layers: {bad or layers} not among the recorded layers "
+        raise ParameterError(f"parameter layers: {bad or layers} not among the recorded layers "
                          f"{available[0]} .. {available[-1]}")
     return sorted(int(l) for l in layers)
 
@@ -950,27 +969,32 @@ def section_runs(model="standin", revisions="all", benchmarks="all", root="", de
                  delete_downloads: bool = False, cache_dir=None, progress: bool = True) -> pd.DataFrame:
     """Notebook 06's runs: validate its parameters, compute what is missing, return one row per run.
 
-    ``model="standin"`` reads the stand-in's committed metrics; a hub name or a
-    local root computes the missing (revision, benchmark) metrics into
-    ``root`` ("" = data/pythia/runs) first (:func:`run`), then reads them.
-    Bad values raise ValueError naming the parameter.
+    ``model="standin"`` reads the stand-in's committed metrics (``root`` "" =
+    data/pythia/runs); a hub name or a local root computes the missing
+    (revision, benchmark) metrics into ``root`` first (:func:`run`), then reads
+    them: root "" is then the user store ``~/.cache/geomcap/pythia-runs``
+    (:func:`geomcap.store.user_root`), never the committed data/pythia/runs
+    unless given explicitly. Bad values raise ValueError naming the parameter.
     """
     try:
         benchmarks = check_benchmarks(benchmarks)
     except ValueError as exc:
-        raise ValueError(f"parameter {exc}") from None
-    root = Path(root) if root else data_root()
+        raise ParameterError(f"parameter {exc}") from None
+    if not isinstance(delete_downloads, bool):
+        raise ParameterError(f"parameter delete_downloads: must be True or False, got {delete_downloads!r}")
     if model == STANDIN_NAME:
+        root = Path(root) if root else data_root()
         name = STANDIN_NAME
     else:
+        root = Path(root) if root else store.user_root("pythia-runs")
         try:
             check_model(model)
         except ValueError as exc:
-            raise ValueError(f"parameter {exc}; or 'standin' for the committed stand-in metrics") from None
+            raise ParameterError(f"parameter {exc}; or 'standin' for the committed stand-in metrics") from None
         try:
             select_revisions(revisions, available_revisions(model))
         except ValueError as exc:
-            raise ValueError(f"parameter {exc}") from None
+            raise ParameterError(f"parameter {exc}") from None
         run(model, revisions=revisions, benchmarks=benchmarks, root=root, device=device,
             delete_downloads=delete_downloads, cache_dir=cache_dir, progress=progress)
         name = model_label(model)[0]
@@ -987,11 +1011,11 @@ def select_metrics(metrics: pd.DataFrame, revisions="all") -> pd.DataFrame:
     try:
         chosen = select_revisions(revisions, present)
     except ValueError as exc:
-        raise ValueError(f"parameter {exc}") from None
+        raise ParameterError(f"parameter {exc}") from None
     steps = {revision_step(r) for r in chosen}
     missing = [r for r in chosen if revision_step(r) not in set(metrics["step"])]
     if missing:
-        raise ValueError(f"parameter revisions: {', '.join(missing[:5])} not stored")
+        raise ParameterError(f"parameter revisions: {', '.join(missing[:5])} not stored")
     return metrics[metrics["step"].isin(steps)].reset_index(drop=True)
 
 
@@ -1019,6 +1043,10 @@ def describe(runs: pd.DataFrame, metrics: pd.DataFrame) -> str:
     status = store.read_status(runs["path"].iloc[0]) or {}
     where = f"{len(steps)} revisions (step{steps[0]} .. step{steps[-1]}), {len(runs)} benchmarks, computed on " \
             f"{status.get('device', '?')} in {status.get('dtype', '?')}"
+    too_long = {run.task: (store.read_status(run.path) or {}).get("items_too_long", 0) for run in runs.itertuples()}
+    if any(too_long.values()):
+        where += "; items longer than the model's context, left out: " + ", ".join(
+            f"{b} {n} of {n_items}" for (b, n), n_items in zip(too_long.items(), runs["n_items"]) if n)
     if model == STANDIN_NAME:
         s = config["standin"]
         return (f"Model: the offline stand-in built here, NOT Pythia: a GPT-NeoX with {s['layers']} layers x "
@@ -1027,7 +1055,7 @@ def describe(runs: pd.DataFrame, metrics: pd.DataFrame) -> str:
     return f"Model: {model}. {where}."
 
 
-#: CPU forward pass measured on this project's 2-core machines (ENVIRONMENT.md, "Pythia"): seconds for
+#: CPU forward pass measured on this project's 2-core machines: seconds for
 #: a batch of 64 x 32 tokens through the exact configs (random weights)
 CPU_FORWARD_SECONDS = {"160m": 3.4, "410m": 6.5, "2.8b": 41.0}
 

@@ -16,14 +16,16 @@ paper's figures come from :mod:`geomcap.paper`.
 
 from __future__ import annotations
 
+
 from dataclasses import asdict
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from geomcap import events, paper, store
+from geomcap.parameters import ParameterError
 from geomcap.tasks import LEVELS, chance_accuracy, make_task
 
 RUN_KEYS = ("task", "level", "size", "seed")
@@ -215,20 +217,22 @@ def check_choices(name: str, values, allowed) -> list:
     Raises ValueError with one line naming the parameter, the bad value and the choices.
     """
     if isinstance(values, str):
-        values = list(allowed) if values == "all" else [values]
+        from geomcap.parameters import as_list
+
+        values = list(allowed) if values == "all" else as_list(values)  # also "a,b" and "['a', 'b']"
     values = list(values)
     for value in values:
         if value not in allowed:
-            raise ValueError(f"parameter {name}: unknown value {value!r}; choose from: "
+            raise ParameterError(f"parameter {name}: unknown value {value!r}; choose from: "
                              f"{', '.join(map(str, allowed))} (or 'all')")
     if not values:
-        raise ValueError(f"parameter {name}: empty selection")
+        raise ParameterError(f"parameter {name}: empty selection")
     return values
 
 
 def check_positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"parameter {name}: must be a positive integer, got {value!r}")
+        raise ParameterError(f"parameter {name}: must be a positive integer, got {value!r}")
     return int(value)
 
 
@@ -247,7 +251,11 @@ def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="
     tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a
     list of ints, or "all" (every seed in the store). root "" = the committed
     store. With ``recompute`` the runs of the grid missing from the store are
-    trained first (through :mod:`geomcap.sweep`; seeds must then be explicit).
+    trained first (through :mod:`geomcap.sweep`; seeds must then be explicit)
+    into ``root``, or with root "" into the user store
+    (:func:`geomcap.store.user_root`, ``$GEOMCAP_RUNS`` or
+    ``~/.cache/geomcap/runs``), never into the committed ``data/runs``; the
+    runs returned are then exactly the grid's, from either store.
     Bad values raise ValueError naming the parameter.
     """
     from geomcap.models import PRESETS
@@ -257,29 +265,43 @@ def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="
     levels = check_choices("levels", levels, LEVELS)
     sizes = check_choices("sizes", sizes, tuple(PRESETS))
     if isinstance(seeds, str) and seeds != "all":
-        raise ValueError(f"parameter seeds: expected an int, a list of ints or 'all', got {seeds!r}")
+        raise ParameterError(f"parameter seeds: expected an int, a list of ints or 'all', got {seeds!r}")
     if not isinstance(seeds, str):
         seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
         for seed in seeds:
             if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-                raise ValueError(f"parameter seeds: {seed!r} is not a non-negative integer")
-    root = Path(root) if root else data_root()
+                raise ParameterError(f"parameter seeds: {seed!r} is not a non-negative integer")
+    if not isinstance(recompute, bool):
+        raise ParameterError(f"parameter recompute: must be True or False, got {recompute!r}")
+    roots = [Path(root)] if root else [data_root()]
     if recompute:
         from geomcap.sweep import grid, parse_steps, run_sweep
 
         if seeds == "all":
-            raise ValueError("parameter seeds: give explicit seeds with recompute=True")
+            raise ParameterError("parameter seeds: give explicit seeds with recompute=True")
         try:
             steps_by_level = parse_steps(str(steps))
         except ValueError as exc:
-            raise ValueError(f"parameter steps: {exc}") from None
+            raise ParameterError(f"parameter steps: {exc}") from None
         if isinstance(steps_by_level, int):
             check_positive_int("steps", steps_by_level)
-        run_sweep(grid(tasks=tasks, levels=levels, sizes=sizes, seeds=seeds, steps=steps_by_level),
-                  root=root, progress=progress)
-    if not root.exists():
-        raise ValueError(f"parameter root: {root} does not exist")
-    runs = load_runs(root, task=tasks, level=levels, size=sizes, seed=None if seeds == "all" else seeds)
+        target = Path(root) if root else store.user_root()
+        if not root:
+            roots.append(target)
+        configs = grid(tasks=tasks, levels=levels, sizes=sizes, seeds=seeds, steps=steps_by_level)
+        missing = [c for c in configs if not any(store.is_complete(store.run_dir_for(c.to_dict(), r)) for r in roots)]
+        run_sweep(missing, root=target, progress=progress)
+        wanted = {store.config_hash(c.to_dict()) for c in configs}
+    if not roots[0].exists():
+        raise ParameterError(f"parameter root: {roots[0]} does not exist")
+    selected = [load_runs(r, task=tasks, level=levels, size=sizes, seed=None if seeds == "all" else seeds)
+                for r in roots if r.exists()]
+    runs = pd.concat([r for r in selected if not r.empty] or [selected[0]], ignore_index=True)
+    if recompute and not runs.empty:  # exactly the grid's runs (its steps, its settings)
+        runs = runs[runs["run"].isin(wanted)]
+    if len(selected) > 1 and not runs.empty:  # a run in both stores: the committed one
+        runs = runs.drop_duplicates("run").sort_values(list(RUN_KEYS)).reset_index(drop=True)
+    root = " and ".join(str(r) for r in roots)
     if runs.empty:
         raise ValueError(f"no complete run in {root} for tasks={tasks}, levels={levels}, sizes={sizes}, "
                          f"seeds={seeds}: pass recompute=True to train them (see data/README.md)")
@@ -1043,3 +1065,38 @@ def claims_from_store(root="", small: str = "405k", large: str = "1.3m",
     if pythia_summary is not None:
         rows.insert(6, claim_c7(pythia_summary))
     return rows
+
+
+def book_table(table: pd.DataFrame, digits: int = 3, index: bool = False):
+    """``table`` as the book shows it: every row and column, whole cells, fitting the text column.
+
+    Whole-number columns print as integers (``200``, not ``200.0``), other numbers
+    to ``digits`` significant digits (never in e-notation above 1), missing values (NaN, None, ``<NA>``) as
+    "–"; headers and cells may wrap at any character, so a long name does not
+    push the table past the column. Returns a pandas ``Styler`` (its HTML is
+    the whole table: pandas' display options do not elide it).
+    """
+    formats = {}
+    for column in table.columns:
+        values = table[column]
+        if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
+            continue
+        present = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)
+        whole = len(present) and np.all(np.isfinite(present)) and np.all(present == np.round(present)) \
+            and np.all(np.abs(present) < 1e15)
+        formats[column] = "{:,.0f}" if whole else partial(_book_number, digits=digits)
+    styler = table.style.format(formats, na_rep="–")
+    styler = styler.format(lambda v: "–" if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) else v,
+                           subset=[c for c in table.columns if c not in formats], na_rep="–")
+    if not index:
+        styler = styler.hide(axis="index")
+    return styler.set_table_styles([
+        {"selector": "", "props": "font-size: 0.8em; table-layout: auto; max-width: 100%;"},
+        {"selector": "th, td", "props": "white-space: normal; overflow-wrap: anywhere; padding: 0.2em 0.4em;"},
+    ])
+
+
+def _book_number(value, digits: int = 3) -> str:
+    if value is None or value is pd.NA or not np.isfinite(value):
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 10 ** digits else f"{value:.{digits}g}"

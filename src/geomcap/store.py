@@ -13,6 +13,9 @@ A run directory holds
   (weights, optimizer, data RNG, the metrics so far), so a run killed at any
   point resumes from its last checkpoint. Removed when the run completes:
   the store keeps metrics, not weights.
+* ``lock``          -- while a process writes the run only: its pid and host
+  (:func:`run_lock`). A run directory has one writer at a time; a lock left
+  by a killed process is recovered by the next writer.
 
 Every file is written atomically (a temporary file in the same directory,
 then ``os.replace``), so a kill -9 leaves either the old or the new file.
@@ -20,15 +23,19 @@ then ``os.replace``), so a kill -9 leaves either the old or the new file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import hashlib
 import io
 import json
 import math
 import os
 import platform
+import socket
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -40,12 +47,24 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 STATUS_FILE = "status.json"
 STATE_FILE = "state.pt"
+LOCK_FILE = "lock"
 METRIC_COLUMNS = ("step", "layer", "measure", "value")
 
 
 def default_root() -> Path:
     """The run store's root: $GEOMCAP_RUNS, else ./runs."""
     return Path(os.environ.get("GEOMCAP_RUNS", "runs"))
+
+
+def user_root(kind: str = "runs") -> Path:
+    """Where the notebooks put the runs they compute (``recompute=True``): ``$GEOMCAP_RUNS`` (for
+    ``kind="runs"``), else ``$XDG_CACHE_HOME/geomcap/<kind>``, by default ``~/.cache/geomcap/<kind>``.
+    Outside the repository, so that the committed ``data/`` (and the book built from it) changes only
+    when a root inside it is given explicitly."""
+    if kind == "runs" and os.environ.get("GEOMCAP_RUNS"):
+        return Path(os.environ["GEOMCAP_RUNS"])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "geomcap" / kind
 
 
 def config_hash(config: dict) -> str:
@@ -58,10 +77,65 @@ def run_dir_for(config: dict, root: str | Path | None = None) -> Path:
     return Path(root if root is not None else default_root()) / config_hash(config)
 
 
+class RunLockedError(RuntimeError):
+    """The run directory is being written by another process."""
+
+
+@contextlib.contextmanager
+def run_lock(run_dir):
+    """Hold the run directory's lock file for the duration of the ``with`` block.
+
+    The lock is ``run_dir/lock``, holding the owner's pid and host, with an
+    exclusive ``flock`` on it: the kernel releases the flock when its process
+    dies however it dies, so a lock file left by a killed writer is stale and the
+    next writer takes it over. The directory must exist. Raises
+    :class:`RunLockedError` (naming the owner) if another live process holds it.
+    """
+    path = Path(run_dir) / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 200).decode(errors="replace").strip() or "a process starting up"
+            os.close(fd)
+            raise RunLockedError(f"{run_dir} is being written by another process ({owner}; lock file {path}): "
+                                 "wait for it to finish, or write to another directory") from None
+        try:  # the previous owner may have removed the file between our open and our flock
+            current = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        os.close(fd)
+
+
+def current_umask() -> int:
+    """The process's umask (read from /proc on Linux; elsewhere set and restored at once)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600: give the mode open() would
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -91,6 +165,47 @@ def load_state(path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+#: what a training state holds (see geomcap.train)
+STATE_KEYS = ("model", "optimizer", "batch_gen", "step", "rows", "timers")
+
+
+def read_state(path) -> dict | None:
+    """The training state at ``path``; None if there is none, or if it cannot be read.
+
+    An unreadable state (truncated, corrupted, not a training state, or a pickle
+    ``weights_only`` refuses) is removed with a warning naming it: the run then
+    trains from step 0, to the same metrics, since a run is deterministic.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        state = load_state(path)
+        if not isinstance(state, dict) or any(key not in state for key in STATE_KEYS):
+            raise ValueError("not a geomcap training state")
+    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on a bad file
+        reason = (str(exc).strip().splitlines() or [""])[0][:120]
+        warnings.warn(f"discarding the unreadable training state {path} ({type(exc).__name__}: {reason}); "
+                      "the run restarts from step 0", stacklevel=2)
+        path.unlink(missing_ok=True)
+        return None
+    return state
+
+
+def remove_temporary_files(run_dir) -> list[Path]:
+    """Remove the temporary files (``.NAME.*.tmp``) an atomic write killed midway left in ``run_dir``.
+
+    Call it only while holding the run's lock (:func:`run_lock`): another writer's files in flight
+    look the same. Returns the paths removed.
+    """
+    removed = []
+    for path in Path(run_dir).glob(".*.tmp"):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def format_value(value: float) -> str:
     """Shortest round-trip text of a float (repr), 'nan' for NaN: same value -> same bytes."""
     value = float(value)
@@ -111,29 +226,122 @@ def write_metrics(run_dir, rows) -> None:
     atomic_write_text(Path(run_dir) / METRICS_FILE, metrics_csv_text(rows))
 
 
+class StoreWarning(UserWarning):
+    """A run directory of the store could not be read and was left out."""
+
+
+def _unreadable(path, exc) -> ValueError:
+    reason = (str(exc).strip().splitlines() or [""])[0][:160]
+    return ValueError(f"{path} is unreadable ({type(exc).__name__}{': ' + reason if reason else ''})")
+
+
 def read_metrics(run_dir) -> pd.DataFrame:
-    """The tidy metrics table of a run directory (columns step, layer, measure, value)."""
+    """The tidy metrics table of a run directory (columns step, layer, measure, value).
+
+    FileNotFoundError when there is none; ValueError naming the file when it is
+    truncated, has no rows, or has other columns.
+    """
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
         raise FileNotFoundError(f"no {METRICS_FILE} in {run_dir}: not a geomcap run directory, or the run has not reached its first checkpoint")
-    return pd.read_csv(path, dtype={"step": "int64", "layer": "int64", "measure": str, "value": "float64"})
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n":
+                raise ValueError(f"{path} is truncated (its last line is incomplete)")
+        metrics = pd.read_csv(path, dtype={"step": "int64", "layer": "int64", "measure": str, "value": "float64"})
+    except ValueError as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise exc if str(exc).startswith(str(path)) else _unreadable(path, exc) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, exc) from None
+    if list(metrics.columns) != list(METRIC_COLUMNS):
+        raise ValueError(f"{path} has columns {', '.join(map(str, metrics.columns))}; "
+                         f"expected {', '.join(METRIC_COLUMNS)}")
+    if metrics.empty:
+        raise ValueError(f"{path} has a header but no rows")
+    return metrics
 
 
-def read_config(run_dir) -> dict:
+#: keys every run's config.json holds (training and Pythia runs alike)
+REQUIRED_CONFIG_KEYS = ("task", "level", "size", "seed")
+
+
+def read_config(run_dir, required=REQUIRED_CONFIG_KEYS) -> dict:
+    """A run's config.json as a dict. FileNotFoundError when there is none; ValueError naming the file
+    when it is not valid JSON or lacks a ``required`` key."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         raise FileNotFoundError(f"no {CONFIG_FILE} in {run_dir}: not a geomcap run directory")
-    return json.loads(path.read_text())
+    config = _read_json(path)
+    missing = [key for key in required if key not in config]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}: not a complete geomcap run config")
+    return config
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _unreadable(path, exc) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return value
 
 
 def read_status(run_dir) -> dict | None:
+    """A run's status.json (None while the run has none); ValueError naming the file when unreadable."""
     path = Path(run_dir) / STATUS_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    return _read_json(path) if path.exists() else None
+
+
+def last_metrics_step(run_dir) -> int | None:
+    """The step of the last row of a run's metrics.csv (rows are in step order), read from the file's
+    end; None when there is no complete row to read."""
+    path = Path(run_dir) / METRICS_FILE
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = tail.split("\n")
+    if len(lines) < 3 or lines[-1] != "":  # a header and a row, each ending with a newline
+        return None
+    try:
+        return int(lines[-2].split(",")[0])
+    except ValueError:
+        return None
+
+
+def final_step(run_dir, status: dict | None = None) -> int | None:
+    """The step a run's last checkpoint is at: status.json's ``stopped_at`` when the run stopped early,
+    the last of its ``revisions`` for a Pythia run (the revisions scored), else its config's ``steps``."""
+    status = read_status(run_dir) if status is None else status
+    if status and status.get("stopped_at") is not None:
+        return int(status["stopped_at"])
+    if status and "revisions" in status:
+        return max(status["revisions"]) if status["revisions"] else None
+    steps = read_config(run_dir, required=()).get("steps")
+    return int(steps) if steps is not None else None
 
 
 def is_complete(run_dir) -> bool:
-    status = read_status(run_dir)
-    return bool(status and status.get("complete"))
+    """Whether a run is complete: status.json says so and metrics.csv reaches its last checkpoint
+    (:func:`final_step`). An unreadable status.json or config.json: not complete, with a warning."""
+    try:
+        status = read_status(run_dir)
+        if not (status and status.get("complete")):
+            return False
+        last = final_step(run_dir, status)
+    except (ValueError, FileNotFoundError) as exc:
+        warnings.warn(f"{exc}; the run counts as incomplete", StoreWarning, stacklevel=2)
+        return False
+    if last is None:
+        return True
+    reached = last_metrics_step(run_dir)
+    return reached is not None and reached >= last
 
 
 def git_commit() -> str | None:
@@ -165,11 +373,20 @@ def provenance(device: str) -> dict:
 
 
 def list_runs(root=None) -> pd.DataFrame:
-    """One row per run directory under root: hash, its config keys, and whether it is complete."""
+    """One row per run directory under root: hash, its config keys, and whether it is complete.
+
+    A run whose config.json or status.json cannot be read is left out, with a
+    :class:`StoreWarning` naming the file: one bad file does not hide the store.
+    """
     root = Path(root if root is not None else default_root())
     rows = []
     for cfg_path in sorted(root.glob(f"*/{CONFIG_FILE}")):
-        cfg = json.loads(cfg_path.read_text())
+        try:
+            cfg = read_config(cfg_path.parent)
+            read_status(cfg_path.parent)
+        except (ValueError, OSError) as exc:
+            warnings.warn(f"skipping run {cfg_path.parent}: {exc}", StoreWarning, stacklevel=2)
+            continue
         cfg.pop("provenance", None)
         rows.append({"run": cfg_path.parent.name, "path": str(cfg_path.parent), **cfg,
                      "complete": is_complete(cfg_path.parent)})

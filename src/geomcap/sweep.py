@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
@@ -52,6 +53,9 @@ def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=2000, **ove
     """
     tasks = TASKS if tasks is None else tasks
     levels = LEVELS if levels is None else levels
+    for axis, values in (("tasks", tasks), ("levels", levels), ("sizes", sizes), ("seeds", seeds)):
+        if isinstance(values, str) or len(values) == 0:
+            raise ValueError(f"{axis} must be a non-empty list, got {values!r}")
     configs = []
     for task, level, size, seed in itertools.product(tasks, levels, sizes, seeds):
         n_steps = steps[level] if isinstance(steps, dict) else steps
@@ -61,15 +65,12 @@ def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=2000, **ove
 
 def _run_one(config: dict, root: str, device: str, threads: int | None) -> tuple[str, float]:
     """Worker entry point (top level so executors can pickle it)."""
-    import torch
-
     from geomcap.train import TrainConfig, train
 
-    if threads:
-        torch.set_num_threads(threads)
     t0 = time.perf_counter()
     cfg = TrainConfig.from_dict(config)
-    run_dir = train(cfg, out=store.run_dir_for(cfg.to_dict(), root), device=device, progress=False)
+    run_dir = train(cfg, out=store.run_dir_for(cfg.to_dict(), root), device=device, progress=False,
+                    threads=threads or None)  # None: an outside executor's workers keep their own setting
     return str(run_dir), time.perf_counter() - t0
 
 
@@ -100,11 +101,11 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     threads = (threads or max(1, cores // workers)) if own_executor else None
     if own_executor and pending:
-        executor = ProcessPoolExecutor(max_workers=workers)
+        executor = ProcessPoolExecutor(max_workers=workers, initializer=_exit_with_parent, initargs=(os.getpid(),))
     bar = tqdm(total=len(configs), initial=len(configs) - len(pending), disable=not progress, unit="run",
                desc="sweep")
+    futures = {}
     try:
-        futures = {}
         for i in pending:
             futures[i] = executor.submit(_run_one, configs[i].to_dict(), str(root), device, threads)
         while futures:
@@ -116,13 +117,19 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
                 try:
                     _, seconds = future.result()
                     results[i] = RunResult(cfg, run_dir, seconds=seconds)
-                except Exception as exc:  # one failing run must not stop the others
+                except Exception as exc:  # one failing run must not stop the others (an interrupted one does)
                     detail = "".join(traceback.format_exception(exc)).strip()
                     results[i] = RunResult(cfg, run_dir, error=detail)
                     bar.write(f"FAILED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: {exc!r}")
                 bar.update(1)
             if futures and not finished:
                 time.sleep(poll_s)
+    except BaseException:  # Ctrl-C (here or in a worker), SystemExit: stop the sweep, start no further run
+        for future in futures.values():
+            future.cancel()
+        if own_executor and executor is not None:
+            _terminate_workers(executor)
+        raise
     finally:
         bar.close()
         if own_executor and executor is not None:
@@ -130,23 +137,53 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     return results
 
 
+def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
+    """Worker initializer: end this worker once the sweep's process is gone. A parent killed with
+    SIGKILL cannot tell its workers, which would otherwise wait for work forever (an interrupted run
+    resumes from its last checkpoint at the next sweep)."""
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="geomcap-exit-with-parent").start()
+
+
+def _terminate_workers(executor: ProcessPoolExecutor) -> None:
+    """SIGTERM the worker processes of a local pool: the runs they hold stop at once (each resumes from
+    its last checkpoint; its lock dies with the process) instead of the pool finishing them."""
+    terminate = getattr(executor, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        process.terminate()
+
+
 def parse_steps(text: str) -> int | dict:
     """'3000' -> 3000; 'easy=1000,medium=3000,hard=6000' (or with ':' for '=') -> dict, every
     level required. Notebooks use ':' because papermill cannot read a parameter line with two '='."""
     text = text.replace(":", "=")
     if "=" not in text:
-        return int(text)
+        return _steps_int(text)
     mapping = {}
     for part in text.split(","):
         level, _, value = part.partition("=")
         level = level.strip()
         if level not in LEVELS:
             raise ValueError(f"unknown level {level!r} in --steps; choose from: {', '.join(LEVELS)}")
-        mapping[level] = int(value)
+        mapping[level] = _steps_int(value)
     missing = [lvl for lvl in LEVELS if lvl not in mapping]
     if missing:
         raise ValueError(f"--steps gives no value for level(s): {', '.join(missing)}")
     return mapping
+
+
+def _steps_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--steps: {text.strip()!r} is not an integer") from None
 
 
 #: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper

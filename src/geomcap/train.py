@@ -118,34 +118,28 @@ class TrainConfig:
     def __post_init__(self):
         tasks.check_task_level(self.task, self.level)
         check_preset(self.size)
-        positive = ("steps", "batch_size", "n_linear_checkpoints", "n_train",
-                    "n_test", "probe_size", "train_eval_size", "costly_every", "dynamics_size")
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        for name in ("n_log_checkpoints", "dense_steps", "stop_min_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        if self.stop_margin is not None and not (math.isfinite(self.stop_margin) and self.stop_margin >= 0):
-            raise ValueError(f"stop_margin must be None or a finite number >= 0, got {self.stop_margin!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr!r}")
         tasks.check_answer_order(self.task, self.answer_order)
+        if isinstance(self.measures, str) or not all(isinstance(m, str) for m in self.measures):
+            raise ValueError(f"measures must be a sequence of names, got {self.measures!r}")
         unknown = [m for m in self.measures if m not in COSTLY_MEASURES]
         if unknown:
             raise ValueError(f"unknown measure {unknown[0]!r}; choose from: {', '.join(COSTLY_MEASURES)}")
+        for name, (kind, interval) in FIELD_RANGES.items():
+            value = getattr(self, name)
+            if not (value is None and name in ("weight_decay", "warmup_steps", "stop_margin")):  # None: see below
+                object.__setattr__(self, name, check_field(name, value, kind, interval))
         # resolve the task-dependent defaults so config.json states what was used
         if self.weight_decay is None:
             object.__setattr__(self, "weight_decay", WEIGHT_DECAY_BY_TASK.get(self.task, DEFAULT_WEIGHT_DECAY))
         if self.warmup_steps is None:
             object.__setattr__(self, "warmup_steps", min(100, self.steps // 10))
         object.__setattr__(self, "measures", tuple(sorted(set(self.measures))))
+        if self.warmup_steps > self.steps:
+            raise ValueError(f"warmup_steps must be at most steps ({self.steps}), got {self.warmup_steps}")
         params = tasks.level_params(self.task, self.level) if self.task_params is None else self.task_params
         object.__setattr__(self, "task_params", tasks.check_params(self.task, params))
+        if not isinstance(self.hessian_warm_start, bool):
+            raise ValueError(f"hessian_warm_start must be True or False, got {self.hessian_warm_start!r}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -171,6 +165,53 @@ def legacy_values(task: str, level: str) -> dict:
     """Fields added after the first grid, with the values that grid's runs used."""
     return {"answer_order": "msd", "dense_steps": 0, "stop_margin": None, "stop_min_steps": 500,
             "task_params": tasks.level_params(task, level, legacy=True), "hessian_warm_start": False}
+
+
+#: The numeric TrainConfig fields: (type, allowed interval). Every value must also be finite. A new
+#: numeric field gets one line here (tests check that every field is covered here or by its own check).
+FIELD_RANGES = {
+    "seed": (int, "[0, 4294967295]"),     # numpy, torch and scikit-learn seeds all accept 32 bits
+    "steps": (int, "[1, inf)"),
+    "batch_size": (int, "[1, inf)"),
+    "lr": (float, "(0, inf)"),
+    "weight_decay": (float, "[0, inf)"),
+    "beta1": (float, "[0, 1)"),
+    "beta2": (float, "[0, 1)"),
+    "warmup_steps": (int, "[0, inf)"),    # and at most steps
+    "min_lr_ratio": (float, "[0, 1]"),
+    "grad_clip": (float, "(0, inf)"),
+    "n_log_checkpoints": (int, "[0, inf)"),
+    "dense_steps": (int, "[0, inf)"),
+    "stop_margin": (float, "[0, inf)"),   # or None: never stop early
+    "stop_min_steps": (int, "[0, inf)"),
+    "n_linear_checkpoints": (int, "[1, inf)"),
+    "n_train": (int, "[1, inf)"),
+    "n_test": (int, "[1, inf)"),
+    "probe_size": (int, "[1, inf)"),
+    "train_eval_size": (int, "[1, inf)"),
+    "costly_every": (int, "[1, inf)"),
+    "dynamics_size": (int, "[1, inf)"),
+}
+
+
+def check_field(name: str, value, kind: type, interval: str):
+    """``value`` as ``kind`` (int or float) if it is a finite number in ``interval``, else ValueError.
+
+    ``interval`` is written as in mathematics, e.g. ``"[0, 1)"`` or ``"(0, inf)"``. An int field takes
+    integers only (not bools, not 2.0); a float field takes any real number and returns a float, so
+    that ``lr=1`` and ``lr=1.0`` name the same run.
+    """
+    integral = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    real = integral or (isinstance(value, (float, np.floating)) and not isinstance(value, bool))
+    what = {(int, "[1, inf)"): "a positive integer", (int, "[0, inf)"): "a non-negative integer"}.get(
+        (kind, interval), f"{'an integer' if kind is int else 'a number'} in {interval}")
+    low_text, high_text = (part.strip() for part in interval[1:-1].split(","))
+    low, high = float(low_text), float(high_text)
+    if (not (integral if kind is int else real) or not math.isfinite(value)
+            or (value < low if interval[0] == "[" else value <= low)
+            or (value > high if interval[-1] == "]" else value >= high)):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return kind(value)
 
 
 def checkpoint_steps(steps: int, n_log: int = 0, n_linear: int = 150, dense: int = 128) -> np.ndarray:
@@ -388,6 +429,8 @@ def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig, carry: dict |
 
 
 def _prepare_run_dir(cfg: TrainConfig, out) -> Path:
+    if isinstance(out, str) and not out.strip():  # Path("") would be the current directory
+        raise ValueError("out is an empty path; give a run directory, or None for the run store")
     run_dir = Path(out) if out is not None else store.run_dir_for(cfg.to_dict())
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"cannot write run directory {run_dir}: it exists and is not a directory")
@@ -411,7 +454,7 @@ def check_writable(path) -> None:
 
 
 def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = True,
-          keep_state: bool = False, compile: bool | str = False) -> Path:
+          keep_state: bool = False, compile: bool | str = False, threads: int | None = 1) -> Path:
     """Train one run, recording metrics at every checkpoint; returns the run directory.
 
     ``out`` is the run directory itself (default: the run store's root / config hash).
@@ -425,15 +468,41 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     only, so a compiled run's metrics equal an eager run's up to round-off, not
     byte for byte; ``provenance.compile`` in config.json records it.
     The first steps include the compilation (tens of seconds).
+
+    ``threads``: torch's CPU threads for the run (restored afterwards); None keeps
+    the current setting. The default, 1, does not collapse when other processes
+    share the cores (a multi-threaded step waits for its descheduled threads:
+    see the benchmarks), and makes a run's metrics the same on every machine:
+    they are byte-identical only at a fixed thread count, which
+    ``provenance.threads`` in config.json records.
     """
     if compile is not True and compile is not False and not (isinstance(compile, str) and compile):
         raise ValueError(f"compile must be True, False or a torch.compile backend name, got {compile!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
     run_dir = _prepare_run_dir(cfg, out)
     if store.is_complete(run_dir):
         return run_dir
     check_writable(run_dir)
     dev = resolve_device(device)
     run_dir.mkdir(parents=True, exist_ok=True)
+    saved_threads = torch.get_num_threads()
+    try:
+        with store.run_lock(run_dir):  # one writer per run directory (raises store.RunLockedError)
+            _prepare_run_dir(cfg, run_dir)  # again, under the lock: another writer may have started it
+            if store.is_complete(run_dir):
+                return run_dir
+            store.remove_temporary_files(run_dir)  # left by a writer killed mid-write (we hold the lock)
+            if threads is not None:
+                torch.set_num_threads(threads)
+            return _train_locked(cfg, run_dir, dev, progress, keep_state, compile)
+    finally:
+        torch.set_num_threads(saved_threads)
+
+
+def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: bool, keep_state: bool,
+                  compile: bool | str) -> Path:
+    """The body of :func:`train`, run while holding the run directory's lock."""
 
     data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
                            answer_order=cfg.answer_order, params=cfg.task_params)
@@ -456,11 +525,15 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     carry: dict = {}  # what the costly measures hand from one checkpoint to the next
     start_step, timers = 0, {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0, "costly_s": 0.0}
     state_path = run_dir / store.STATE_FILE
-    if state_path.exists():
-        state = store.load_state(state_path)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        batch_gen.set_state(state["batch_gen"])
+    state = store.read_state(state_path)  # None when absent, or unreadable (discarded with a warning)
+    if state is not None:
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            batch_gen.set_state(state["batch_gen"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{state_path} does not fit this run ({type(exc).__name__}); delete it to train "
+                             "the run from step 0") from None
         start_step = int(state["step"])
         rows = [tuple(r) for r in state["rows"]]
         timers.update(state["timers"])
