@@ -92,3 +92,13 @@ def test_precursor_gaps_legend_is_outside_the_axes():
     fig.canvas.draw()
     legend_box = ax.get_legend().get_window_extent()
     assert legend_box.x0 >= ax.get_window_extent().x1  # to the right of the plotting area: covers no point
+
+
+def test_step_axis_has_no_crowded_ticks():
+    """06's x labels clipped into each other: "0" and "10^0" sat side by side on the symlog step axis."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    plots._step_axis(ax, [0, 5, 50, 1500])
+    assert list(ax.get_xticks()) == [0, 10, 100, 1000]
+    plt.close(fig)

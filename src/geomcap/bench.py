@@ -995,7 +995,7 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
         elif part == "make_test":
             result[part] = make_test_time(progress=progress)
         elif part == "threads":
-            result[part] = thread_contention(progress=progress)
+            result[part] = thread_contention(progress=progress, on_progress=partial)
         result[part]["measured_at"] = now()
         result["part_seconds"][part] = time.perf_counter() - t0
         result["part_load_average"][part] = {"start": load0, "end": load_average()}
@@ -1010,12 +1010,13 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
 
 
 def thread_contention(task: str = "copy", level: str = "easy", steps: int = 200, busy: int = 1, rounds: int = 2,
-                      progress: bool = True) -> dict:
+                      progress: bool = True, on_progress=None) -> dict:
     """Wall seconds of one ``geomcap train`` run while ``busy`` processes each keep a core busy, per thread
     setting: the default flags, ``--threads 1``, and ``--threads <cores>`` (torch's own default, which
     ``geomcap train`` used before it had ``--threads``). Interleaved rounds; medians and their ratios to
     ``--threads 1`` (> 1: slower than one thread). Each run is a fresh process in a fresh directory, data
-    generation and start-up included: what a user waits for.
+    generation and start-up included: what a user waits for. ``on_progress(result)`` after each round
+    (a long measurement stopped midway keeps its finished rounds).
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     settings = {"default": [], "threads_1": ["--threads", "1"], f"threads_{cores}": ["--threads", str(cores)]}
@@ -1032,10 +1033,16 @@ def thread_contention(task: str = "copy", level: str = "easy", steps: int = 200,
                     subprocess.run(command, check=True, capture_output=True)
                     seconds[name].append(time.perf_counter() - t0)
                     _log(progress, f"threads: {name} round {r}: {seconds[name][-1]:.1f} s")
+                if on_progress is not None and r + 1 < rounds:
+                    on_progress(_contention_result(task, level, steps, cores, busy, r + 1, seconds))
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
+    return _contention_result(task, level, steps, cores, busy, rounds, seconds)
+
+
+def _contention_result(task, level, steps, cores, busy, rounds, seconds) -> dict:
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     return {"command": f"geomcap train --task {task} --level {level} --steps {steps} [flags]", "cores": cores,
             "busy_processes": busy, "rounds": rounds, "seconds": seconds, "median_s": medians,

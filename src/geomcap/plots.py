@@ -27,6 +27,8 @@ def _step_axis(ax, steps) -> None:
     steps = np.asarray(steps)
     ax.set_xscale("symlog", linthresh=1, linscale=0.5)
     ax.set_xlim(0, steps.max())
+    # 0 and the powers of ten from 10 on: a "10^0" label would overlap the "0" beside it
+    ax.set_xticks([0] + [10 ** k for k in range(1, int(np.log10(max(steps.max(), 1))) + 1)])
     ax.set_xlabel("training step")
 
 
@@ -407,7 +409,7 @@ def pythia_gaps(table, paper_gap_steps: int = 49_000, paper_last_step: int = 143
     if len(shown):
         sns.stripplot(data=shown, x="benchmark", y="gap", hue="level", order=order, jitter=0.15, size=7,
                       palette={"easy": "C2", "hard": "C3"}, ax=ax)
-    ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
+    ax.set_xticks(range(len(order)), [name.replace("_", "\n") for name in order], rotation=30, ha="right")
     ax.set_xlim(-0.5, len(order) - 0.5)
     ax.axhline(0, color="0.3", linewidth=1)
     paper_line(ax, paper_gap_steps / paper_last_step,
