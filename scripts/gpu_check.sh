@@ -100,7 +100,7 @@ from geomcap.train import TrainConfig, train
 size, out, device, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 # few checkpoints: each one runs the geometry of every layer on the CPU (the GPU trains in milliseconds)
 cfg = TrainConfig(task="add", level="hard", size=size, steps=steps, n_log_checkpoints=3, n_linear_checkpoints=3)
-run_dir = train(cfg, out=out, device=device, progress=False)
+run_dir = train(cfg, out=out, device=device, progress=False, threads=None)  # a GPU machine: torch's own CPU threads
 print(json.dumps(store.read_status(run_dir), indent=1))
 EOF
 

@@ -86,7 +86,10 @@ def _start_sweep(root):
     """A two-run sweep on one worker whose runs take long (thousands of steps)."""
     proc = subprocess.Popen([sys.executable, "-m", "geomcap.cli", "sweep", "--tasks", "copy", "--levels", "easy",
                              "--seeds", "0,1", "--steps", "5000", "--workers", "1", "--threads", "1",
-                             "--root", str(root), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--root", str(root), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # Ctrl-C's default action even when this test runs in the background (a shell
+                            # starts background jobs with SIGINT ignored, and children inherit that)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     while (worker := _lock_pid(root)) is None:  # the first run has started in the worker
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.1)
