@@ -129,3 +129,25 @@ def test_device_measures_known_answers_and_nan():
     assert np.isnan(mean_energy_share_torch(torch.zeros(4, 3)).item())
     with pytest.raises(ValueError, match="2-D"):
         rankme_torch(torch.zeros(2, 3, 4))
+
+
+def test_checkpoint_geometry_on_the_device_equals_the_host_rows():
+    from geomcap import models, tasks
+    from geomcap.train import TrainConfig, evaluate
+
+    cfg = TrainConfig(task="add", level="easy", batch_size=32, n_train=64, n_test=96, probe_size=80,
+                      train_eval_size=32)
+    data = tasks.make_task(cfg.task, cfg.level, n_train=cfg.n_train, n_test=cfg.n_test, params=cfg.task_params)
+    torch.manual_seed(0)
+    model = models.build("405k-deep", tasks.VOCAB_SIZE)
+    for variants in (True, False):
+        host, _ = evaluate(model, data, cfg, torch.device("cpu"), variants=variants)
+        device, _ = evaluate(model, data, cfg, torch.device("cpu"), variants=variants, geometry_on_device=True)
+        assert [r[:2] for r in device] == [r[:2] for r in host]  # the same rows in the same order
+        assert {m for _, m, _ in host} >= {"rankme", "rankme_centred", "mean_energy_share", "probe_accuracy",
+                                            "rankme_residual", "mean_energy_share_residual"}
+        for (layer, measure, a), (_, _, b) in zip(host, device):
+            if measure == "probe_accuracy":
+                assert a == b, (layer, measure)
+            else:
+                assert abs(a - b) <= 1e-10 * abs(a) or (np.isnan(a) and np.isnan(b)), (layer, measure, a, b)
