@@ -8,7 +8,7 @@
 #   --mode c8     the six presets on one task and level (--task, --level; default add/hard), seeds 0-2
 #   --dry-run     print the plan (packs, processes, runs) and the projected time, train nothing
 #
-# OUT receives at most 8 files: one runs-<preset>.tar.xz per preset (config.json, metrics.csv and
+# OUT receives at most 8 files: one runs-<preset>.tar.gz per preset (config.json, metrics.csv and
 # status.json of each run: the run store, no weights), bench.json (tokens/s, achieved FLOP/s
 # against 790 TFLOP/s bf16, geometry share and seconds per preset, wall time) and log.txt.
 # Environment: PACK (runs per pack, 8), PROCESSES (6), LIMIT_S (the training stops at this many

@@ -101,7 +101,7 @@ def test_collect_writes_one_archive_per_preset_and_the_bench_without_state(tmp_p
     row = bench["per_preset"]["405k"]
     assert row["runs"] == 2 and row["tokens_per_s"] > 0 and 0 < row["fraction_of_790T"] < 1
     files = gpu_grid.collect(root, tmp_path / "out", bench)
-    assert [f.name for f in files] == ["runs-405k.tar.xz", "bench.json"]
+    assert [f.name for f in files] == ["runs-405k.tar.gz", "bench.json"]
     with tarfile.open(files[0]) as tar:
         names = sorted(tar.getnames())
     assert names == sorted(f"{d.name}/{n}" for d in dirs for n in (store.CONFIG_FILE, store.METRICS_FILE,

@@ -86,3 +86,11 @@ def test_packed_sweep_writes_every_run_and_reuses_them(tmp_path):
         assert store.read_config(r.run_dir)["provenance"]["pack"] == 2
     again = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(1), progress=False, pack=2)
     assert [r.seconds for r in again] == [0.0, 0.0]
+
+
+def test_sweep_pack_option_rejects_a_non_positive_pack(tmp_path, capsys):
+    from geomcap.cli import main
+
+    assert main(["sweep", "--tasks", "copy", "--levels", "easy", "--pack", "0", "--root", str(tmp_path)]) == 2
+    assert "--pack must be a positive integer, got 0" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing ran

@@ -220,7 +220,7 @@ def run_part(root, part: int, of: int, mode: str, pack: int, device: str = "cuda
 
 
 def collect(root, out, bench: dict) -> list[Path]:
-    """The run store under ``root`` (config, metrics, status; never state.pt) as one tar.xz per
+    """The run store under ``root`` (config, metrics, status; never state.pt) as one tar.gz per
     preset under ``out``, plus bench.json: at most :data:`MAX_FILES` files."""
     root, out = Path(root), Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -231,8 +231,8 @@ def collect(root, out, bench: dict) -> list[Path]:
         raise ValueError(f"{len(by_size)} presets + bench.json exceed {MAX_FILES} files")
     written = []
     for size, dirs in by_size.items():
-        path = out / f"runs-{size}.tar.xz"
-        with tarfile.open(path, "w:xz") as tar:
+        path = out / f"runs-{size}.tar.gz"
+        with tarfile.open(path, "w:gz") as tar:
             for d in dirs:
                 for name in (store.CONFIG_FILE, store.METRICS_FILE, store.STATUS_FILE):
                     if (d / name).exists():
