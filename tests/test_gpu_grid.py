@@ -107,3 +107,18 @@ def test_collect_writes_one_archive_per_preset_and_the_bench_without_state(tmp_p
     assert names == sorted(f"{d.name}/{n}" for d in dirs for n in (store.CONFIG_FILE, store.METRICS_FILE,
                                                                  store.STATUS_FILE))
     assert json.loads(files[1].read_text())["per_preset"]["405k"]["runs"] == 2
+
+
+def test_each_process_trains_its_own_packs_and_together_they_train_all(tmp_path, monkeypatch):
+    tiny = dict(steps=2, batch_size=4, n_train=64, n_test=16, probe_size=8, train_eval_size=16, dense_steps=1,
+                n_linear_checkpoints=1, stop_margin=None)
+    configs = [TrainConfig(task=t, level="easy", size=s, **tiny) for t in ("copy", "mod") for s in ("405k", "405k-deep")]
+    monkeypatch.setattr(gpu_grid, "grid_configs", lambda mode, **kw: configs)
+    root = tmp_path / "runs"
+    gpu_grid.run_part(root, 0, 2, "grid", pack=8, device="cpu")
+    first = {p.parent.name for p in root.glob(f"*/{store.STATUS_FILE}")}
+    assert len(first) == 2  # one pack of two runs of one preset
+    gpu_grid.run_part(root, 1, 2, "grid", pack=8, device="cpu")
+    assert {p.parent.name for p in root.glob(f"*/{store.STATUS_FILE}")} == {
+        store.config_hash(c.to_dict()) for c in configs}
+    assert not list(root.glob(f"*/{store.STATE_FILE}"))  # the grid keeps no state
