@@ -105,3 +105,58 @@ def test_mean_energy_share_zero_and_bad_shape():
     assert np.isnan(mean_energy_share(np.zeros((4, 3))))
     with pytest.raises(ValueError, match="2-D"):
         mean_energy_share(np.zeros((2, 3, 4)))
+
+
+@pytest.mark.parametrize("shape", [(64, 16), (16, 64), (300, 40), (1100, 260)])  # the last takes the Gram path
+@pytest.mark.parametrize("centre", [False, True])
+def test_device_rankme_and_energy_share_equal_the_reference(shape, centre):
+    from geomcap.geometry import mean_energy_share, mean_energy_share_torch, rankme_torch
+
+    gen = torch.Generator().manual_seed(shape[0])
+    # a decaying spectrum plus a shared offset: RankMe well inside (1, min(N, d)), a non-trivial mean
+    Z = (torch.randn(shape, generator=gen) * torch.logspace(0, -3, shape[1]) + 0.5).float()
+    value = rankme_torch(Z, centre=centre)
+    assert value.dtype == torch.float64 and value.ndim == 0 and value.device == Z.device
+    reference = rankme(Z, centre=centre)
+    assert 1 < reference < min(shape)
+    assert abs(value.item() - reference) <= 1e-10 * reference
+    share = mean_energy_share_torch(Z)
+    assert share.dtype == torch.float64 and abs(share.item() - mean_energy_share(Z)) <= 1e-10 * mean_energy_share(Z)
+
+
+def test_device_measures_known_answers_and_nan():
+    from geomcap.geometry import mean_energy_share_torch, rankme_torch
+
+    row = torch.arange(1.0, 6.0)
+    same_rows = row.repeat(7, 1)  # rank one, all energy in the mean
+    assert abs(rankme_torch(same_rows).item() - rankme(same_rows)) < 1e-12
+    assert rankme_torch(same_rows).item() < 1.0001
+    assert abs(mean_energy_share_torch(same_rows).item() - 1.0) < 1e-12
+    assert abs(mean_energy_share_torch(torch.cat([same_rows, -same_rows])).item()) < 1e-12
+    assert abs(rankme_torch(torch.eye(6), eps=0.0).item() - 6.0) < 1e-12
+    assert np.isnan(rankme_torch(torch.zeros(4, 3)).item())
+    assert np.isnan(mean_energy_share_torch(torch.zeros(4, 3)).item())
+    with pytest.raises(ValueError, match="2-D"):
+        rankme_torch(torch.zeros(2, 3, 4))
+
+
+def test_checkpoint_geometry_on_the_device_equals_the_host_rows():
+    from geomcap import models, tasks
+    from geomcap.train import TrainConfig, evaluate
+
+    cfg = TrainConfig(task="add", level="easy", batch_size=32, n_train=64, n_test=96, probe_size=80,
+                      train_eval_size=32)
+    data = tasks.make_task(cfg.task, cfg.level, n_train=cfg.n_train, n_test=cfg.n_test, params=cfg.task_params)
+    torch.manual_seed(0)
+    model = models.build("405k-deep", tasks.VOCAB_SIZE)
+    for variants in (True, False):
+        host, _ = evaluate(model, data, cfg, torch.device("cpu"), variants=variants)
+        device, _ = evaluate(model, data, cfg, torch.device("cpu"), variants=variants, geometry_on_device=True)
+        assert [r[:2] for r in device] == [r[:2] for r in host]  # the same rows in the same order
+        assert {m for _, m, _ in host} >= {"rankme", "rankme_centred", "mean_energy_share", "probe_accuracy",
+                                            "rankme_residual", "mean_energy_share_residual"}
+        for (layer, measure, a), (_, _, b) in zip(host, device):
+            if measure == "probe_accuracy":
+                assert a == b, (layer, measure)
+            else:
+                assert abs(a - b) <= 1e-10 * abs(a) or (np.isnan(a) and np.isnan(b)), (layer, measure, a, b)

@@ -122,3 +122,41 @@ def test_a_killed_sweep_does_not_leave_its_worker_behind(tmp_path):
         time.sleep(0.1)
     assert not _alive(worker)
     assert not any(store.is_complete(d) for d in root.iterdir())
+
+
+def test_pack_groups_share_preset_and_steps_in_packs_of_at_most_k():
+    from geomcap.sweep import pack_groups
+
+    configs = grid(tasks=["copy", "mod", "add"], levels=["easy", "hard"], sizes=["405k", "1.3m"],
+                   steps={"easy": 10, "medium": 20, "hard": 30})
+    groups = pack_groups(configs, 2)
+    assert sorted(i for g in groups for i in g) == list(range(len(configs)))  # every config once
+    assert all(1 <= len(g) <= 2 for g in groups)
+    for g in groups:
+        assert len({(configs[i].size, configs[i].steps) for i in g}) == 1
+    # 4 (size, steps) groups of 3 configs -> a pack of 2 and a pack of 1 each
+    assert sorted(len(g) for g in groups) == [1] * 4 + [2] * 4
+    assert len(pack_groups(configs, 3)) == 4
+    with pytest.raises(ValueError, match="pack must be a positive integer"):
+        pack_groups(configs, 0)
+
+
+def test_packed_sweep_writes_every_run_and_reuses_them(tmp_path):
+    small = dict(TINY, n_linear_checkpoints=2, n_log_checkpoints=0, dense_steps=2, n_train=128, n_test=32,
+                 probe_size=16, train_eval_size=32, stop_margin=None)
+    configs = grid(tasks=["copy", "mod"], levels=["easy"], steps=4, **small)
+    results = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(1), progress=False, pack=2)
+    assert all(r.ok for r in results), [r.error for r in results]
+    for r in results:
+        assert store.is_complete(r.run_dir)
+        assert store.read_config(r.run_dir)["provenance"]["pack"] == 2
+    again = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(1), progress=False, pack=2)
+    assert [r.seconds for r in again] == [0.0, 0.0]
+
+
+def test_sweep_pack_option_rejects_a_non_positive_pack(tmp_path, capsys):
+    from geomcap.cli import main
+
+    assert main(["sweep", "--tasks", "copy", "--levels", "easy", "--pack", "0", "--root", str(tmp_path)]) == 2
+    assert "--pack must be a positive integer, got 0" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing ran

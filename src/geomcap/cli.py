@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per worker (default: cores // workers; 1 when the cores are shared)")
     p.add_argument("--measures", type=_measures, default=(), help="costly measures, as for train")
+    p.add_argument("--pack", type=int, default=None, metavar="K",
+                   help="train up to K runs of one preset, steps and batch size as one batched computation "
+                        "per worker (metrics as if trained alone, up to rounding)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a training setting for every run (repeatable): lr, weight_decay, beta1, beta2, "
                         "warmup_steps, min_lr_ratio, grad_clip, batch_size")
@@ -252,8 +255,10 @@ def cmd_sweep(args) -> int:
     resolve_device(args.device)
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be a positive integer, got {args.workers}")
+    if args.pack is not None and args.pack < 1:
+        raise ValueError(f"--pack must be a positive integer, got {args.pack}")
     results = run_sweep(configs, root=args.root, device=args.device, workers=args.workers,
-                        progress=not args.quiet, threads=args.threads)
+                        progress=not args.quiet, threads=args.threads, pack=args.pack)
     failed = [r for r in results if not r.ok]
     print(f"{len(results) - len(failed)} runs complete, {len(failed)} failed")
     for r in failed:

@@ -37,19 +37,53 @@ def singular_values(Z, centre: bool = False) -> np.ndarray:
     singular values that carry RankMe's mass agree to ~1e-12 relative; the
     ones below ~1e-8 x the largest come out as round-off of that size.
     """
-    Z = _as_float64_tensor(Z)
+    return singular_values_torch(_as_float64_tensor(Z), centre=centre).cpu().numpy()
+
+
+def singular_values_torch(Z: torch.Tensor, centre: bool = False) -> torch.Tensor:
+    """:func:`singular_values` where Z lies: a float64 tensor (min(N, d),) on Z's device."""
+    Z = Z.detach().to(torch.float64)
     if Z.ndim != 2:
         raise ValueError(f"expected a 2-D matrix (N, d), got shape {tuple(Z.shape)}")
     if centre:
         Z = Z - Z.mean(dim=0, keepdim=True)
     n, d = Z.shape
     if min(n, d) == 0:
-        return np.zeros(0)
+        return Z.new_zeros(0)
     if min(n, d) >= 256 and max(n, d) >= 4 * min(n, d):
         gram = Z.T @ Z if n >= d else Z @ Z.T
         ev = torch.linalg.eigvalsh(gram).clamp_min(0.0)
-        return ev.sqrt().flip(0).numpy()
-    return torch.linalg.svdvals(Z).numpy()
+        return ev.sqrt().flip(0)
+    return torch.linalg.svdvals(Z)
+
+
+def rankme_torch(Z: torch.Tensor, eps: float = 1e-7, centre: bool = False) -> torch.Tensor:
+    """:func:`rankme` computed on Z's device in float64 -> a 0-dim float64 tensor there.
+
+    Nothing is copied to the host (no synchronisation): a caller that records many
+    layers stacks the results and copies the scalars back once. NaN as :func:`rankme`.
+    """
+    s = singular_values_torch(Z, centre=centre)
+    total = s.sum()
+    if s.numel() == 0:
+        return total.new_tensor(float("nan"))
+    p = s / total + eps
+    entropy = -torch.where(p > 0, p * torch.log(p), torch.zeros_like(p)).sum()  # 0 log 0 = 0
+    valid = torch.isfinite(total) & (total > 0)
+    return torch.where(valid, torch.exp(entropy), total.new_tensor(float("nan")))
+
+
+def mean_energy_share_torch(Z: torch.Tensor) -> torch.Tensor:
+    """:func:`mean_energy_share` computed on Z's device in float64 -> a 0-dim float64 tensor there."""
+    Z = Z.detach().to(torch.float64)
+    if Z.ndim != 2:
+        raise ValueError(f"expected a 2-D matrix (N, d), got shape {tuple(Z.shape)}")
+    total = (Z * Z).sum()
+    if Z.shape[0] == 0:
+        return total.new_tensor(float("nan"))
+    mean = Z.mean(dim=0)
+    share = Z.shape[0] * (mean * mean).sum() / total
+    return torch.where(torch.isfinite(total) & (total > 0), share, total.new_tensor(float("nan")))
 
 
 def effective_rank(values) -> float:

@@ -71,3 +71,40 @@ def probe_accuracy_by_layer(hidden, labels, seed: int = 0, skip_constant: bool =
         else:
             out.append(probe_accuracy(H[fit], labels[fit], H[score], labels[score]))
     return np.array(out, dtype=np.float64)
+
+
+def probe_accuracy_by_layer_torch(hidden, labels, seed: int = 0, alpha: float = 1.0) -> "torch.Tensor":
+    """:func:`probe_accuracy_by_layer` where the hidden states are (torch, float64 on their device).
+
+    hidden: sequence of L tensors (N, d) on one device; labels: (N,) ints (numpy or tensor).
+    Returns an (L,) float64 tensor on that device; the same values as the numpy version
+    up to float64 round-off (the same split, standardisation, ridge solve and arg-max).
+    """
+    import torch
+
+    dev = hidden[0].device
+    labels = torch.as_tensor(np.asarray(labels), device=dev)
+    fit, score = (torch.as_tensor(i, device=dev) for i in probe_split(len(labels), seed=seed))
+    classes, y_index = torch.unique(labels[fit], return_inverse=True)
+    y_score = labels[score]
+    values, counts = torch.unique(labels[fit], return_counts=True)
+    majority = (y_score == values[counts.argmax()]).double().mean()
+    out = []
+    for H in hidden:
+        H = H.detach().to(torch.float64)
+        if classes.numel() == 1:
+            out.append((y_score == classes[0]).double().mean())
+            continue
+        H_fit = H[fit]
+        mean, scale = H_fit.mean(dim=0), H_fit.std(dim=0, unbiased=False)
+        constant = (H.amax(dim=0) - H.amin(dim=0)).max() == 0
+        scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+        X = (H_fit - mean) / scale
+        targets = torch.eye(classes.numel(), dtype=torch.float64, device=dev)[y_index]
+        targets_mean = targets.mean(dim=0)
+        W = torch.linalg.solve(X.T @ X + alpha * torch.eye(X.shape[1], dtype=torch.float64, device=dev),
+                               X.T @ (targets - targets_mean))
+        scores = ((H[score] - mean) / scale) @ W + targets_mean
+        accuracy = (classes[scores.argmax(dim=1)] == y_score).double().mean()
+        out.append(torch.where(constant, majority, accuracy))
+    return torch.stack(out)

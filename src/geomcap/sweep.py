@@ -74,14 +74,46 @@ def _run_one(config: dict, root: str, device: str, threads: int | None) -> tuple
     return str(run_dir), time.perf_counter() - t0
 
 
+def _run_pack(configs: list, root: str, device: str, threads: int | None) -> tuple[list, float]:
+    """Worker entry point of a pack: the configs trained as one batched computation."""
+    import torch
+
+    from geomcap.packed import train_packed
+    from geomcap.train import TrainConfig
+
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    run_dirs = train_packed([TrainConfig.from_dict(c) for c in configs], root=root, device=device, progress=False)
+    return [str(d) for d in run_dirs], time.perf_counter() - t0
+
+
+def pack_groups(configs, pack: int) -> list[list[int]]:
+    """Indices of ``configs`` in packs of at most ``pack`` that may share one computation
+    (``packed.pack_key``: the same preset, steps, batch size and checkpoint schedule), in order
+    of first appearance."""
+    from geomcap.packed import pack_key
+
+    if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
+        raise ValueError(f"pack must be a positive integer, got {pack!r}")
+    groups: dict = {}
+    for i, cfg in enumerate(configs):
+        groups.setdefault(pack_key(cfg), []).append(i)
+    return [idx[j:j + pack] for idx in groups.values() for j in range(0, len(idx), pack)]
+
+
 def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: int | None = None,
-              progress: bool = True, poll_s: float = 0.5, threads: int | None = None) -> list[RunResult]:
+              progress: bool = True, poll_s: float = 0.5, threads: int | None = None,
+              pack: int | None = None) -> list[RunResult]:
     """Run every config (skipping complete ones) and return one RunResult per config, in order.
 
     With no executor, a local ProcessPoolExecutor with ``workers`` processes
     (default: one per core) and ``threads`` torch threads in each (default:
     cores // workers, so workers do not oversubscribe the CPU; give 1 when other
     processes share the cores: a multi-threaded step waits for descheduled threads).
+    With ``pack`` = K, runs that share a preset, steps and batch size train in packs of up to K,
+    each pack one batched computation in one worker (``geomcap.packed``); a RunResult's
+    ``seconds`` is then its pack's wall time.
     """
     root = Path(root if root is not None else store.default_root())
     configs = list(configs)
@@ -106,22 +138,30 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
                desc="sweep")
     futures = {}
     try:
-        for i in pending:
-            futures[i] = executor.submit(_run_one, configs[i].to_dict(), str(root), device, threads)
+        units = [[i] for i in pending] if not pack else [
+            [pending[j] for j in group] for group in pack_groups([configs[i] for i in pending], pack)]
+        for unit in units:
+            if pack:
+                futures[tuple(unit)] = executor.submit(_run_pack, [configs[i].to_dict() for i in unit],
+                                                       str(root), device, threads)
+            else:
+                futures[tuple(unit)] = executor.submit(_run_one, configs[unit[0]].to_dict(), str(root), device,
+                                                       threads)
         while futures:
-            finished = [i for i, f in futures.items() if f.done()]
-            for i in finished:
-                future = futures.pop(i)
-                cfg = configs[i]
-                run_dir = store.run_dir_for(cfg.to_dict(), root)
-                try:
-                    _, seconds = future.result()
-                    results[i] = RunResult(cfg, run_dir, seconds=seconds)
-                except Exception as exc:  # one failing run must not stop the others (an interrupted one does)
-                    detail = "".join(traceback.format_exception(exc)).strip()
-                    results[i] = RunResult(cfg, run_dir, error=detail)
-                    bar.write(f"FAILED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: {exc!r}")
-                bar.update(1)
+            finished = [unit for unit, f in futures.items() if f.done()]
+            for unit in finished:
+                future = futures.pop(unit)
+                for i in unit:
+                    cfg = configs[i]
+                    run_dir = store.run_dir_for(cfg.to_dict(), root)
+                    try:
+                        _, seconds = future.result()
+                        results[i] = RunResult(cfg, run_dir, seconds=seconds)
+                    except Exception as exc:  # a failing run (or pack) does not stop the others; Ctrl-C does
+                        detail = "".join(traceback.format_exception(exc)).strip()
+                        results[i] = RunResult(cfg, run_dir, error=detail)
+                        bar.write(f"FAILED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: {exc!r}")
+                    bar.update(1)
             if futures and not finished:
                 time.sleep(poll_s)
     except BaseException:  # Ctrl-C (here or in a worker), SystemExit: stop the sweep, start no further run

@@ -309,14 +309,15 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, prompts
 
 
 @torch.no_grad()
-def _scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: int = 0):
+def _scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: int = 0, hidden_to="cpu"):
     """Answer logits (N, Ta, V) in float32, computed ``chunk`` rows at a time.
 
     Chunks of the training batch size keep evaluation's memory footprint that
     of a training step (one big forward would make the allocator hand memory
     back and forth, which slows the next training steps). With
     ``keep_hidden = n`` also the hidden states of the first n rows: the model's
-    n_layer + 1 hidden states, then the last block's pre-LayerNorm residual.
+    n_layer + 1 hidden states, then the last block's pre-LayerNorm residual, in float32 on
+    ``hidden_to`` (the host by default).
     """
     logits, hidden = [], []
     for i in range(0, prompts.shape[0], chunk):
@@ -325,15 +326,17 @@ def _scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: in
             out, states, residual = answer_logits(model, p, a, return_hidden=True, return_residual=True)
         logits.append(out.float().cpu())
         if i < keep_hidden:
-            hidden.append([h[: keep_hidden - i].float().cpu() for h in (*states, residual)])
+            hidden.append([h[: keep_hidden - i].float().to(hidden_to) for h in (*states, residual)])
     hidden = [torch.cat(layer) for layer in zip(*hidden)] if hidden else []
     return torch.cat(logits), hidden
 
 
 def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device,
-             variants: bool = True, train_eval: bool = True) -> tuple[list, float]:
+             variants: bool = True, train_eval: bool = True, geometry_on_device: bool = False) -> tuple[list, float]:
     """Model-level measures and per-layer geometry at one checkpoint (``variants``: also the
     all-positions and mean-pooled RankMe; ``train_eval``: also loss and accuracy on training examples).
+    ``geometry_on_device``: the hidden states stay on ``device`` and the geometry and probes are
+    computed there in float64 (:func:`_geometry_rows_device`); only the scalars come back.
 
     Returns (rows without the step column: (layer, measure, value)), seconds spent on geometry).
     """
@@ -348,13 +351,18 @@ def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device
 
     n_probe = min(cfg.probe_size, data.n_test)
     te_a = data.test_answers
-    logits, hidden = _scored_forward(model, data.test_prompts, te_a, cfg.batch_size, device, keep_hidden=n_probe)
+    logits, hidden = _scored_forward(model, data.test_prompts, te_a, cfg.batch_size, device, keep_hidden=n_probe,
+                                     hidden_to=device if geometry_on_device else "cpu")
     rows.append((-1, "test_loss", _cross_entropy(logits, te_a)))
     rows.append((-1, "accuracy", tasks.exact_match(logits.argmax(-1), te_a).float().mean().item()))
     # the probes' target: the model's own accuracy on the first answer token is their fair baseline
     rows.append((-1, "first_token_accuracy", (logits[:, 0].argmax(-1) == te_a[:, 0]).float().mean().item()))
 
     t0 = time.perf_counter()
+    if geometry_on_device:
+        rows += _geometry_rows_device(hidden[:-1], hidden[-1], data.answer_position, te_a[:n_probe, 0].numpy(),
+                                      cfg.seed, variants=variants)
+        return rows, time.perf_counter() - t0
     with threadpool_limits(limits=1, user_api="blas"):
         rows += _geometry_rows(hidden[:-1], hidden[-1], data.answer_position, te_a[:n_probe, 0].numpy(), cfg.seed,
                                variants=variants)
@@ -387,6 +395,30 @@ def _geometry_rows(hidden, residual, pos, labels, seed, variants: bool = True) -
     for layer, acc in enumerate(probes.probe_accuracy_by_layer(answer_states, labels, seed=seed)):
         rows.append((layer, "probe_accuracy", acc))
     return rows
+
+
+def _geometry_rows_device(hidden, residual, pos, labels, seed, variants: bool = True) -> list:
+    """:func:`_geometry_rows` computed where the hidden states are (torch.linalg, float64): the same
+    rows in the same order, the values equal up to float64 round-off; one copy of the scalars
+    to the host at the end."""
+    names, values = [], []
+    answer_states = [h[:, pos] for h in hidden]
+    for layer, (h, h_full) in enumerate(zip(answer_states, hidden)):
+        names += [(layer, "rankme"), (layer, "rankme_centred")]
+        values += [geometry.rankme_torch(h), geometry.rankme_torch(h, centre=True)]
+        if variants:
+            names += [(layer, "rankme_all_positions"), (layer, "rankme_mean_pooled")]
+            values += [geometry.rankme_torch(h_full.reshape(-1, h_full.shape[-1])),
+                       geometry.rankme_torch(h_full.mean(dim=1))]
+        names.append((layer, "mean_energy_share"))
+        values.append(geometry.mean_energy_share_torch(h))
+    last, r = len(hidden) - 1, residual[:, pos]
+    names += [(last, "rankme_residual"), (last, "rankme_centred_residual"), (last, "mean_energy_share_residual")]
+    values += [geometry.rankme_torch(r), geometry.rankme_torch(r, centre=True), geometry.mean_energy_share_torch(r)]
+    probe = probes.probe_accuracy_by_layer_torch(answer_states, labels, seed=seed)
+    names += [(layer, "probe_accuracy") for layer in range(len(answer_states))]
+    scalars = torch.cat([torch.stack(values), probe]).cpu().tolist()
+    return [(layer, measure, value) for (layer, measure), value in zip(names, scalars)]
 
 
 def _cross_entropy(logits, answers) -> float:
@@ -567,14 +599,6 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
         store.write_metrics(run_dir, rows)
         return dict(_progress_summary(step_rows))
 
-    def stop_due(step) -> bool:
-        if cfg.stop_margin is None:
-            return False
-        at = np.array([s for s, _, m, _ in rows if m == "accuracy"])
-        acc = np.array([v for _, _, m, v in rows if m == "accuracy"])
-        acq = events.acquisition_step(at, events.chance_corrected(acc, chance)) if len(at) else None
-        return acq is not None and step >= stop_step(acq, cfg)
-
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress,
                desc=f"{cfg.task}/{cfg.level} {cfg.size} s{cfg.seed}", unit="step")
     step = start_step
@@ -582,7 +606,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
         bar.set_postfix(checkpoint(step))
         todo.pop(0)
     for next_ckpt in todo:
-        if stop_due(step):
+        if stop_due(rows, chance, cfg, step):
             break
         model.train()
         t0 = time.perf_counter()
@@ -598,11 +622,31 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
         bar.set_postfix(checkpoint(step))
     bar.close()
 
-    tokens = step * cfg.batch_size * (data.prompt_len + data.answer_len - 1)
+    write_status(run_dir, cfg, step, schedule, timers, count_parameters(model),
+                 data.prompt_len + data.answer_len - 1)
+    if not keep_state:
+        state_path.unlink(missing_ok=True)
+    return run_dir
+
+
+def stop_due(rows, chance: float, cfg: TrainConfig, step: int) -> bool:
+    """Whether a run with these metrics rows (step, layer, measure, value) may stop at ``step``."""
+    if cfg.stop_margin is None:
+        return False
+    at = np.array([s for s, _, m, _ in rows if m == "accuracy"])
+    acc = np.array([v for _, _, m, v in rows if m == "accuracy"])
+    acq = events.acquisition_step(at, events.chance_corrected(acc, chance)) if len(at) else None
+    return acq is not None and step >= stop_step(acq, cfg)
+
+
+def write_status(run_dir, cfg: TrainConfig, step: int, schedule, timers: dict, parameters: int,
+                 seq_len: int) -> None:
+    """status.json of a run that ended at ``step`` (written last: it marks the run complete)."""
+    tokens = step * cfg.batch_size * seq_len
     store.atomic_write_json(run_dir / store.STATUS_FILE, {
         "complete": True,
         "stopped_at": step if step < cfg.steps else None,
-        "parameters": count_parameters(model),
+        "parameters": parameters,
         "checkpoints": int(np.count_nonzero(schedule <= step)),
         **{k: round(v, 3) for k, v in timers.items()},
         "tokens_per_s": round(tokens / timers["train_s"], 1) if timers["train_s"] > 0 else None,
@@ -610,9 +654,6 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
         "geometry_share": round(timers["geometry_s"] / timers["train_s"], 4) if timers["train_s"] > 0 else None,
         "eval_share": round(timers["eval_s"] / timers["train_s"], 4) if timers["train_s"] > 0 else None,
     })
-    if not keep_state:
-        state_path.unlink(missing_ok=True)
-    return run_dir
 
 
 def _progress_summary(step_rows):

@@ -1,0 +1,124 @@
+"""The GPU grid runner: its runs, packs, FLOP count, projection, dry run and what it brings back."""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from geomcap import gpu_grid, models, packed, store, tasks
+from geomcap.train import TrainConfig
+
+REPO = Path(__file__).resolve().parents[1]
+COSTS = {"kernels_fixed": 100.0, "kernels_per_layer": 0.0, "kernels_per_run": 0.0}
+
+
+def test_the_grid_is_144_runs_in_18_packs_and_c8_is_18_runs():
+    configs = gpu_grid.grid_configs("grid")
+    assert len(configs) == 144
+    assert {(c.task, c.level, c.size) for c in configs} == {
+        (t, lv, s) for t in tasks.TASKS for lv in tasks.LEVELS for s in models.PRESETS}
+    assert {c.seed for c in configs} == {0}
+    packs = gpu_grid.plan(configs, pack=8, processes=6)
+    assert len(packs) == 18 and all(len(p["runs"]) == 8 for p in packs)
+    assert sorted((p["size"], *r) for p in packs for r in p["runs"]) == sorted(
+        (c.size, c.task, c.level, c.seed) for c in configs)  # every run once
+    assert all(len({c.steps for c in p["configs"]}) == 1 for p in packs)
+    assert {p["process"] for p in packs} == set(range(6))
+    c8 = gpu_grid.grid_configs("c8", task="mod", level="medium")
+    assert len(c8) == 18 and {(c.task, c.level) for c in c8} == {("mod", "medium")}
+    assert {c.seed for c in c8} == {0, 1, 2}
+    with pytest.raises(ValueError, match="mode must be one of"):
+        gpu_grid.grid_configs("everything")
+
+
+@pytest.mark.parametrize("task,level,size", [("add", "hard", "405k"), ("copy", "easy", "405k-deep")])
+def test_step_flops_match_torchs_flop_counter(task, level, size):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = TrainConfig(task=task, level=level, size=size, batch_size=4)
+    torch.manual_seed(0)
+    model = models.build(size, tasks.VOCAB_SIZE)
+    prompt_len, answer_len = tasks.sequence_lengths(task, level, cfg.task_params)
+    x = torch.randint(0, tasks.VOCAB_SIZE, (4, prompt_len + answer_len - 1))
+    with FlopCounterMode(display=False) as counter:
+        model(x).sum().backward()
+    counted = counter.get_total_flops()  # counts the full attention matrices, not the causal half
+    # the attention is a few per cent of these models' FLOPs: the two agree within that
+    assert abs(gpu_grid.step_flops(cfg) - counted) <= 0.05 * counted
+
+
+def test_projection_is_the_larger_of_flops_and_launches():
+    configs = gpu_grid.grid_configs("c8", steps=100)
+    packs = gpu_grid.plan(configs, pack=8, processes=1)
+    launches = gpu_grid.project(packs, COSTS, mfu=1.0, launch_us=1e4, processes=1, decomposition_ms=0.0)
+    # at the full peak every preset's step (151m: ~0.01 s) takes less than 100 launches x 10 ms = 1 s
+    assert all(p["bound"] == "launches" and p["step_s"] == pytest.approx(1.0) for p in packs)
+    evaluation = sum(p["eval_s"] for p in packs)  # the forward passes only, at the full peak
+    assert 0 < evaluation < 0.01 * launches["gpu_busy_s"]
+    assert launches["wall_s"] == pytest.approx(len(packs) * 100 * 1.0 + evaluation)
+    flops = gpu_grid.project(packs, COSTS, mfu=1e-6, launch_us=10.0, processes=1, decomposition_ms=0.0)
+    assert all(p["bound"] == "flops" for p in packs)
+    assert sum(p["train_s"] for p in packs) == pytest.approx(
+        sum(p["flops"] for p in packs) / (1e-6 * gpu_grid.H200_BF16_FLOPS))
+    slow = gpu_grid.project(packs, COSTS, mfu=1.0, launch_us=1e4, processes=1, decomposition_ms=1e3)
+    n_ckpt = packs[0]["checkpoints"]  # 100 steps: every step is a checkpoint
+    assert n_ckpt == 101 and slow["wall_s"] - launches["wall_s"] == pytest.approx(
+        sum(n_ckpt * len(p["runs"]) * 1.0 * (gpu_grid.decompositions_per_checkpoint(
+            gpu_grid.models.PRESETS[p["size"]].n_layer, True) + gpu_grid.decompositions_per_checkpoint(
+            gpu_grid.models.PRESETS[p["size"]].n_layer, False)) / 2 for p in packs))
+    with pytest.raises(ValueError, match="mfu"):
+        gpu_grid.project(packs, COSTS, mfu=0.0)
+
+
+def test_dry_run_prints_the_plan_of_the_144_runs(tmp_path):
+    env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(["bash", "scripts/gpu_grid.sh", str(tmp_path / "out"), "--dry-run"], cwd=REPO, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith("144 runs in 18 packs on 6 processes")
+    assert "PROJECTION (not a measurement" in out and "projected wall time" in out
+    for task in tasks.TASKS:
+        for level in tasks.LEVELS:
+            assert out.count(f"{task}/{level}/s0") == 6  # once per preset
+    assert not (tmp_path / "out").exists()  # a dry run writes nothing
+    c8 = subprocess.run(["bash", "scripts/gpu_grid.sh", str(tmp_path / "out"), "--dry-run", "--mode", "c8"],
+                        cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    assert c8.startswith("18 runs in 6 packs")
+
+
+def test_collect_writes_one_archive_per_preset_and_the_bench_without_state(tmp_path):
+    tiny = dict(steps=2, batch_size=4, n_train=64, n_test=16, probe_size=8, train_eval_size=16, dense_steps=1,
+                n_linear_checkpoints=1, stop_margin=None)
+    cfgs = [TrainConfig(task="copy", level="easy", **tiny), TrainConfig(task="mod", level="easy", **tiny)]
+    root = tmp_path / "runs"
+    dirs = packed.train_packed(cfgs, root=root, device="cpu", progress=False, save_state=False)
+    (dirs[0] / store.STATE_FILE).write_bytes(b"weights")  # never brought back
+    bench = {"per_preset": gpu_grid.bench_table(root)}
+    row = bench["per_preset"]["405k"]
+    assert row["runs"] == 2 and row["tokens_per_s"] > 0 and 0 < row["fraction_of_790T"] < 1
+    files = gpu_grid.collect(root, tmp_path / "out", bench)
+    assert [f.name for f in files] == ["runs-405k.tar.gz", "bench.json"]
+    with tarfile.open(files[0]) as tar:
+        names = sorted(tar.getnames())
+    assert names == sorted(f"{d.name}/{n}" for d in dirs for n in (store.CONFIG_FILE, store.METRICS_FILE,
+                                                                 store.STATUS_FILE))
+    assert json.loads(files[1].read_text())["per_preset"]["405k"]["runs"] == 2
+
+
+def test_each_process_trains_its_own_packs_and_together_they_train_all(tmp_path, monkeypatch):
+    tiny = dict(steps=2, batch_size=4, n_train=64, n_test=16, probe_size=8, train_eval_size=16, dense_steps=1,
+                n_linear_checkpoints=1, stop_margin=None)
+    configs = [TrainConfig(task=t, level="easy", size=s, **tiny) for t in ("copy", "mod") for s in ("405k", "405k-deep")]
+    monkeypatch.setattr(gpu_grid, "grid_configs", lambda mode, **kw: configs)
+    root = tmp_path / "runs"
+    gpu_grid.run_part(root, 0, 2, "grid", pack=8, device="cpu")
+    first = {p.parent.name for p in root.glob(f"*/{store.STATUS_FILE}")}
+    assert len(first) == 2  # one pack of two runs of one preset
+    gpu_grid.run_part(root, 1, 2, "grid", pack=8, device="cpu")
+    assert {p.parent.name for p in root.glob(f"*/{store.STATUS_FILE}")} == {
+        store.config_hash(c.to_dict()) for c in configs}
+    assert not list(root.glob(f"*/{store.STATE_FILE}"))  # the grid keeps no state
