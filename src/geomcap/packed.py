@@ -60,7 +60,7 @@ from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (
 
 from geomcap import store, tasks
 from geomcap.models import ModelConfig, answer_inputs, build, count_parameters
-from geomcap.train import (TrainConfig, _autocast, _prepare_run_dir, _progress_summary, check_writable,
+from geomcap.train import (TrainConfig, _prepare_run_dir, _progress_summary, autocast, check_writable,
                            checkpoint_steps, costly_measures, evaluate, learning_rate, make_optimizer,
                            resolve_device, stop_due, thinned_steps, write_status)
 
@@ -326,7 +326,7 @@ def _train_interval(runs, start: int, end: int, dev) -> float:
         idx = [_to_device(torch.randint(r.inputs.shape[0], (B,), generator=r.batch_gen), dev) for r in runs]
         x = torch.stack([r.inputs[i] for r, i in zip(runs, idx)])
         answers = [r.answers[i] for r, i in zip(runs, idx)]
-        with _autocast(dev):
+        with autocast(dev):
             logits = packed_logits(P, x, mcfg)
         losses = packed_answer_losses(logits, answers, prompt_lens)
         grads = torch.autograd.grad(losses.sum(), params)
