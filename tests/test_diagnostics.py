@@ -19,7 +19,7 @@ def committed():
 
 
 def test_registry_matches_the_paper_layout():
-    assert len(d.EASY) == 7 and d.HARD == ("logical_deduction",)
+    assert len(d.EASY) == 7 and d.HARD == ("logical_deduction", "logical_deduction_3")
     areas = {d.BENCHMARKS[n].area for n in d.EASY}
     assert {"syntax", "semantics", "logic", "arithmetic"} <= areas
 
@@ -191,7 +191,8 @@ def check_logical_deduction(item):
 
 CHECKERS = {"agreement": check_agreement, "category": check_category, "negation": check_negation,
             "arithmetic": check_arithmetic, "capitals": check_capitals, "pronoun": check_pronoun,
-            "induction": check_induction, "logical_deduction": check_logical_deduction}
+            "induction": check_induction, "logical_deduction": check_logical_deduction,
+            "logical_deduction_3": check_logical_deduction}
 
 
 @pytest.mark.parametrize("name", list(d.BENCHMARKS))
@@ -210,3 +211,37 @@ def test_training_documents_use_another_seed(committed):
     docs = " ".join(d.training_documents(seed=1, per_benchmark=50))
     contexts = [i["context"] for i in committed["logical_deduction"]]
     assert not any(c.split("\nQuestion")[0][-200:] in docs for c in contexts)
+
+
+def test_three_object_deduction_is_its_own_benchmark(committed):
+    items = committed["logical_deduction_3"]
+    assert len(items) == 200 and {i["n_objects"] for i in items} == {3}
+    assert d.chance(items) == pytest.approx(1 / 3)
+    assert not {i["context"] for i in items} & {i["context"] for i in committed["logical_deduction"]}
+
+
+def test_training_puzzles_are_never_benchmark_items(committed):
+    benchmark = {i["context"] for name in d.HARD for i in committed[name]}
+    # without the exclusion, 3-object puzzles from the training seeds do hit benchmark items
+    raw = d.gen_logical_deduction(n=3000, seed=2 + 1000, sizes=(3,))
+    assert sum(i["context"] in benchmark for i in raw) >= 1
+    texts = d.training_puzzles(3000, seed=2, sizes=(3,))
+    assert len(texts) == 3000 and len(set(texts)) > 2900
+    assert not any(t.split("\nAnswer:")[0] + "\nAnswer:" in benchmark for t in texts)
+    assert all(t.count("Question: Which statement is true?") == 1 for t in texts)
+    assert {t.split(" objects arranged")[0].rsplit(" ", 1)[1] for t in texts} == {"three"}
+    # an explicit exclusion drops exactly the excluded puzzle and tops up to n
+    first = d.gen_logical_deduction(n=3, seed=2 + 1000, sizes=(3,))[0]
+    kept = d.training_puzzles(3, seed=2, sizes=(3,), exclude={first["context"]})
+    assert len(kept) == 3 and first["context"] + first["choices"][first["answer"]] not in kept
+    with pytest.raises(ValueError, match="puzzle_objects"):
+        d.training_puzzles(3, sizes=(4,))
+    with pytest.raises(ValueError, match="puzzles must be"):
+        d.training_puzzles(-1)
+
+
+def test_training_documents_hold_the_requested_puzzles():
+    docs = " ".join(d.training_documents(seed=1, per_benchmark=20, puzzles=30, puzzle_objects=(3,)))
+    assert docs.count("Question: Which statement is true?") == 30
+    assert docs.count("objects arranged in a fixed order") == docs.count("a set of three objects")
+    assert docs.count("The capital") + docs.count("capital of") >= 20

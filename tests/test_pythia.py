@@ -22,7 +22,7 @@ import torch
 from geomcap import diagnostics, events, pythia, results, store
 
 TINY = dict(steps=12, layers=2, width=32, heads=2, vocab_size=320, seq_len=32, batch_size=8, every=6,
-            templates=40, max_chars=60_000, progress=False)
+            templates=40, max_chars=60_000, puzzles=20, puzzle_objects=(3,), progress=False)
 HUB = "EleutherAI/pythia-160m"
 
 
@@ -102,9 +102,31 @@ def test_standin_builds_and_reloads(standin, tmp_path):
     assert not torch.equal(last.get_output_embeddings().weight, last.gpt_neox.embed_in.weight)
     assert not torch.equal(first.gpt_neox.embed_in.weight, last.gpt_neox.embed_in.weight)  # it trained
     assert pythia.build_standin(standin, **TINY) == standin  # same build: reused
+    assert info["puzzles"] == 20 and info["puzzle_objects"] == [3]
+    assert 0 < info["puzzle_chars"] < info["corpus_chars"]
     (tmp_path / "x").write_text("occupied")
     with pytest.raises(ValueError, match="exists and is not empty"):
         pythia.build_standin(tmp_path, **TINY)
+
+
+def test_standin_corpus_mixes_in_held_out_puzzles():
+    docs = pythia.standin_corpus(seed=0, templates=8, puzzles=12, puzzle_objects=(3,))
+    text = " ".join(docs)
+    assert text.count("Question: Which statement is true?") == 12
+    assert text.count("a set of three objects") == 12 and "five objects" not in text
+    benchmark = [i["context"] for name in diagnostics.HARD for i in diagnostics.load_benchmark(name)]
+    assert not any(c in text for c in benchmark)
+    assert pythia.standin_corpus(seed=0, templates=8, puzzles=12, puzzle_objects=(3,)) == docs  # seeded
+    assert pythia.standin_corpus(seed=1, templates=8, puzzles=12, puzzle_objects=(3,)) != docs
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"puzzle_objects": (4,)}, "puzzle_objects must be"), ({"puzzle_objects": ()}, "puzzle_objects must be"),
+    ({"puzzles": -1}, "puzzles must be"), ({"steps": 0}, "steps must be"),
+])
+def test_standin_bad_build_parameters(kwargs, fragment, tmp_path):
+    with pytest.raises(ValueError, match=fragment):
+        pythia.build_standin(tmp_path / "s", **{**TINY, **kwargs})
 
 
 def test_missing_local_revision_is_a_clear_message(standin):

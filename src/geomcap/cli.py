@@ -112,22 +112,26 @@ def _pythia_parsers(sub) -> None:
     pythia_sub = p.add_subparsers(dest="pythia_command", required=True, parser_class=_Parser)
 
     p = pythia_sub.add_parser("standin", help="build the offline stand-in: a small GPT-NeoX saved at Pythia-like "
-                                              "revisions (seconds at the defaults)")
+                                              "revisions (minutes at the defaults)")
     p.add_argument("--out", required=True, help="the checkpoint root to create (one stepN folder per revision)")
-    p.add_argument("--steps", type=int, default=300, help="training steps; default 300")
+    p.add_argument("--steps", type=int, default=2000, help="training steps; default 2000")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--vocab", type=int, default=1024, help="BPE vocabulary size; default 1024")
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--every", type=int, default=25,
-                   help="a revision every K steps, after step 0 and the powers of two below K; default 25")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--every", type=int, default=50,
+                   help="a revision every K steps, after step 0 and the powers of two below K; default 50")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--templates", type=int, default=400,
-                   help="templated sentences per benchmark family in the training text; default 400")
+    p.add_argument("--templates", type=int, default=1500,
+                   help="templated sentences per easy benchmark family in the training text; default 1500")
     p.add_argument("--max-chars", type=int, default=None, help="truncate the training text (default: all of it)")
+    p.add_argument("--puzzles", type=int, default=3000,
+                   help="solved ordering puzzles in the training text, never a benchmark item; default 3000")
+    p.add_argument("--puzzle-objects", default="3",
+                   help="comma-separated object counts of those puzzles (3, 5, 7); default 3")
     p.add_argument("--quiet", action="store_true")
 
     p = pythia_sub.add_parser("run", help="accuracy and per-layer RankMe of every revision x benchmark into a "
@@ -369,7 +373,9 @@ def cmd_pythia(args) -> int:
         out = pythia.build_standin(args.out, steps=args.steps, layers=args.layers, width=args.width,
                                    heads=args.heads, vocab_size=args.vocab, seq_len=args.seq_len,
                                    batch_size=args.batch_size, lr=args.lr, every=args.every, seed=args.seed,
-                                   templates=args.templates, max_chars=args.max_chars, progress=not args.quiet)
+                                   templates=args.templates, max_chars=args.max_chars, puzzles=args.puzzles,
+                                   puzzle_objects=_ints(args.puzzle_objects, "--puzzle-objects"),
+                                   progress=not args.quiet)
         info = pythia.standin_info(out)
         print(f"{out}: {len(info['revisions'])} revisions, {info['parameters']:,} parameters, "
               f"final loss {info['final_loss']:.2f}, built in {info['build_seconds']:.0f} s")

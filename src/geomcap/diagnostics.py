@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["BENCHMARKS", "EASY", "HARD", "generate", "write_benchmarks", "load_benchmark",
-           "benchmark_dir", "chance", "file_sha", "training_documents"]
+           "benchmark_dir", "chance", "file_sha", "training_documents", "training_puzzles"]
 
 
 # ---------------------------------------------------------------------------
@@ -455,6 +455,12 @@ def gen_logical_deduction(n: int = 300, seed: int = 0, sizes=(3, 5, 7)) -> list[
     return items
 
 
+def gen_logical_deduction_3(n: int = 200, seed: int = 1) -> list[dict]:
+    """The 3-object ordering puzzles alone (BIG-bench's logical_deduction_three_objects): the
+    hardest task a small model can learn, for the offline stand-in; 3 choices."""
+    return gen_logical_deduction(n=n, seed=seed, sizes=(3,))
+
+
 # ---------------------------------------------------------------------------
 # registry, files
 # ---------------------------------------------------------------------------
@@ -468,6 +474,7 @@ BENCHMARKS = {
     "pronoun": Benchmark("pronoun", "easy", "coreference", "choice", 200, 0),
     "induction": Benchmark("induction", "easy", "in-context copying", "choice", 200, 0),
     "logical_deduction": Benchmark("logical_deduction", "hard", "deduction", "choice", 300, 0),
+    "logical_deduction_3": Benchmark("logical_deduction_3", "hard", "deduction, 3 objects", "choice", 200, 1),
 }
 EASY = tuple(name for name, b in BENCHMARKS.items() if b.level == "easy")
 HARD = tuple(name for name, b in BENCHMARKS.items() if b.level == "hard")
@@ -476,6 +483,7 @@ _GENERATORS = {
     "agreement": gen_agreement, "category": gen_category, "negation": gen_negation,
     "arithmetic": gen_arithmetic, "capitals": gen_capitals, "pronoun": gen_pronoun,
     "induction": gen_induction, "logical_deduction": gen_logical_deduction,
+    "logical_deduction_3": gen_logical_deduction_3,
 }
 
 
@@ -544,16 +552,52 @@ def chance(items: list[dict]) -> float:
 # ---------------------------------------------------------------------------
 
 
-def training_documents(seed: int = 1, per_benchmark: int = 400) -> list[str]:
+def training_puzzles(n: int, seed: int = 2, sizes=(3,), exclude=None) -> list[str]:
+    """``n`` solved ordering puzzles (the context followed by the gold choice), none of them a
+    benchmark item: the deduction examples of the stand-in's text.
+
+    Generated with :func:`gen_logical_deduction` from seeds ``seed + 1000 + round`` (``sizes``:
+    the numbers of objects, spread evenly); a puzzle whose context is in ``exclude`` (default: the
+    contexts of the committed deduction benchmarks, :func:`generate` at their defaults)
+    is dropped and replaced. Small puzzles repeat by chance across seeds (about 1 in 1500 of the
+    3-object ones is a benchmark item), so the exclusion is needed, not a formality.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"puzzles must be a non-negative integer, got {n!r}")
+    sizes = tuple(sizes)
+    if not sizes or any(s not in NUMBER_WORDS for s in sizes):
+        raise ValueError(f"puzzle_objects must be a non-empty subset of {tuple(NUMBER_WORDS)}, got {sizes!r}")
+    if exclude is None:
+        exclude = {item["context"] for name in HARD for item in generate(name)}
+    texts, round_ = [], 0
+    while len(texts) < n:
+        per_size = -(-(n - len(texts)) // len(sizes))
+        batch = gen_logical_deduction(n=per_size * len(sizes), seed=seed + 1000 + round_, sizes=sizes)
+        texts += [it["context"] + it["choices"][it["answer"]] for it in batch if it["context"] not in exclude]
+        round_ += 1
+    return texts[:n]
+
+
+def training_documents(seed: int = 1, per_benchmark: int = 400, puzzles: int | None = None,
+                       puzzle_objects=(3, 5, 7)) -> list[str]:
     """Correct sentences of every family (another seed than the benchmarks'): the stand-in's
     templated text. Documents of 10 sentences; for pairs the correct sentence, for choices the
     context followed by the correct choice. Small pools (capitals, categories, arithmetic) are
-    covered several times over, so the stand-in can *learn* these facts from its text."""
+    covered several times over, so the stand-in can *learn* these facts from its text.
+
+    ``per_benchmark`` sentences per easy family; ``puzzles`` solved ordering puzzles with
+    ``puzzle_objects`` objects (default ``per_benchmark // 4``), never a benchmark item
+    (:func:`training_puzzles`)."""
     rng = random.Random(seed)
     sentences = []
     for name in BENCHMARKS:
-        n = per_benchmark // 4 if name == "logical_deduction" else per_benchmark
-        family, round_ = [], 0
+        if name == "logical_deduction_3":  # one family of puzzles (below), whatever their sizes
+            continue
+        if name == "logical_deduction":
+            n = per_benchmark // 4 if puzzles is None else puzzles
+            sentences += training_puzzles(n, seed=seed, sizes=puzzle_objects)
+            continue
+        n, family, round_ = per_benchmark, [], 0
         while len(family) < n:  # small pools (capitals: 220 sentences) repeat, in new orders
             family += [it["context"] + it["choices"][it["answer"]]
                        for it in _GENERATORS[name](n=n, seed=seed + 1000 + round_)]

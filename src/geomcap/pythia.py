@@ -687,7 +687,11 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
 # ---------------------------------------------------------------------------
 
 STANDIN_BUILD_KEYS = ("steps", "layers", "width", "heads", "vocab_size", "seq_len", "batch_size", "lr",
-                      "every", "seed", "templates", "max_chars")
+                      "every", "seed", "templates", "max_chars", "puzzles", "puzzle_objects")
+
+
+#: one solved ordering puzzle in the stand-in's text (its share of the corpus is recorded)
+_PUZZLE = re.compile(r"The following paragraphs each describe.*?\nAnswer: [^.]*\.", re.S)
 
 
 def standin_steps(steps: int, every: int) -> list[int]:
@@ -696,16 +700,19 @@ def standin_steps(steps: int, every: int) -> list[int]:
     return sorted(set(log_part + list(range(every, steps + 1, every)) + [steps]))
 
 
-def standin_corpus(seed: int = 0, templates: int = 400, max_chars: int | None = None) -> list[str]:
-    """Text available offline: Python's documentation topics (pydoc_data.topics, ~465K characters)
-    and ``templates`` correct sentences per benchmark family (a quarter as many deduction puzzles),
-    generated with another seed than the benchmarks' (:func:`geomcap.diagnostics.training_documents`)."""
+def standin_corpus(seed: int = 0, templates: int = 400, max_chars: int | None = None, puzzles: int | None = None,
+                   puzzle_objects=(3, 5, 7)) -> list[str]:
+    """Text available offline: Python's documentation topics (pydoc_data.topics, ~465K characters),
+    ``templates`` correct sentences per easy benchmark family and ``puzzles`` solved ordering
+    puzzles with ``puzzle_objects`` objects (default ``templates // 4``), generated with other seeds
+    than the benchmarks' and never a benchmark item (:func:`geomcap.diagnostics.training_documents`).
+    ``max_chars`` truncates the shuffled documents."""
     import random
 
     from pydoc_data.topics import topics
 
-    docs = [topics[k] for k in sorted(topics)] + diagnostics.training_documents(seed=seed + 1,
-                                                                                per_benchmark=templates)
+    docs = [topics[k] for k in sorted(topics)] + diagnostics.training_documents(
+        seed=seed + 1, per_benchmark=templates, puzzles=puzzles, puzzle_objects=puzzle_objects)
     random.Random(seed).shuffle(docs)
     if max_chars is not None:
         kept, total = [], 0
@@ -733,10 +740,10 @@ def train_tokenizer(docs: list[str], vocab_size: int):
                                    unk_token="<|endoftext|>", pad_token="<|padding|>")
 
 
-def build_standin(out, steps: int = 300, layers: int = 2, width: int = 64, heads: int = 4,
-                  vocab_size: int = 1024, seq_len: int = 64, batch_size: int = 32, lr: float = 1e-3,
-                  every: int = 25, seed: int = 0, templates: int = 400, max_chars: int | None = None,
-                  progress: bool = True) -> Path:
+def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, heads: int = 4,
+                  vocab_size: int = 1024, seq_len: int = 128, batch_size: int = 16, lr: float = 3e-3,
+                  every: int = 50, seed: int = 0, templates: int = 1500, max_chars: int | None = None,
+                  puzzles: int | None = 3000, puzzle_objects=(3,), progress: bool = True) -> Path:
     """Train a small GPT-NeoX (Pythia's architecture: rotary on 25% of each head, parallel residual,
     untied embeddings) on offline text and save it at Pythia-like revisions under ``out/stepN``.
 
@@ -745,13 +752,29 @@ def build_standin(out, steps: int = 300, layers: int = 2, width: int = 64, heads
     revisions and ``tokens_per_step`` (batch_size x seq_len). AdamW with 1%
     linear warmup then cosine decay to 10% of ``lr`` (Pythia's schedule).
     A folder already holding a stand-in with the same build is reused.
+
+    The text (:func:`standin_corpus`): Python's documentation, ``templates``
+    sentences per easy family and ``puzzles`` solved ordering puzzles with
+    ``puzzle_objects`` objects (None: ``templates // 4`` of 3, 5 and 7 objects,
+    the first stand-in's text), none of them a benchmark item. The defaults mix
+    3000 three-object puzzles into the text (41% of its tokens), meant to make
+    a hard task (``logical_deduction_3``) learnable; ``seq_len`` 128 holds a
+    whole puzzle (75 tokens on average, at most 92). Seeded: the same arguments
+    on the same machine give the same weights.
     """
     build = {"steps": steps, "layers": layers, "width": width, "heads": heads, "vocab_size": vocab_size,
              "seq_len": seq_len, "batch_size": batch_size, "lr": lr, "every": every, "seed": seed,
-             "templates": templates, "max_chars": max_chars}
+             "templates": templates, "max_chars": max_chars, "puzzles": puzzles,
+             "puzzle_objects": sorted(set(puzzle_objects)) if isinstance(puzzle_objects, (list, tuple)) else puzzle_objects}
     for key in ("steps", "layers", "width", "heads", "seq_len", "batch_size", "every", "templates"):
         if isinstance(build[key], bool) or not isinstance(build[key], int) or build[key] < 1:
             raise ValueError(f"{key} must be a positive integer, got {build[key]!r}")
+    if puzzles is not None and (isinstance(puzzles, bool) or not isinstance(puzzles, int) or puzzles < 0):
+        raise ValueError(f"puzzles must be a non-negative integer or None, got {puzzles!r}")
+    if not isinstance(puzzle_objects, (list, tuple)) or not puzzle_objects or \
+            any(n not in diagnostics.NUMBER_WORDS for n in puzzle_objects):
+        raise ValueError(f"puzzle_objects must be a non-empty list of object counts among "
+                         f"{sorted(diagnostics.NUMBER_WORDS)}, got {puzzle_objects!r}")
     if width % heads:
         raise ValueError(f"width {width} is not divisible by heads {heads}")
     if vocab_size < 300:
@@ -771,7 +794,7 @@ def build_standin(out, steps: int = 300, layers: int = 2, width: int = 64, heads
     _quiet_transformers()
 
     t0 = time.perf_counter()
-    docs = standin_corpus(seed, templates, max_chars)
+    docs = standin_corpus(seed, templates, max_chars, puzzles, build["puzzle_objects"])
     tokenizer = train_tokenizer(docs, vocab_size)
     eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     stream = []
@@ -830,6 +853,7 @@ def build_standin(out, steps: int = 300, layers: int = 2, width: int = 64, heads
             "revisions": [f"step{s}" for s in sorted(save_at)],
             "parameters": sum(p.numel() for p in net.parameters()), "tokenizer_vocab": len(tokenizer),
             "corpus_chars": sum(map(len, docs)), "corpus_tokens": int(len(stream)),
+            "puzzle_chars": sum(len(p) for d in docs for p in re.findall(_PUZZLE, d)),
             "final_loss": float(np.mean(losses[-10:])), "train_seconds": round(time.perf_counter() - t_train, 2),
             "build_seconds": round(time.perf_counter() - t0, 2), "provenance": store.provenance("cpu")}
     store.atomic_write_json(out / STANDIN_FILE, info)
@@ -1051,7 +1075,9 @@ def describe(runs: pd.DataFrame, metrics: pd.DataFrame) -> str:
         s = config["standin"]
         return (f"Model: the offline stand-in built here, NOT Pythia: a GPT-NeoX with {s['layers']} layers x "
                 f"{s['width']} trained {s['steps']} steps of {config['tokens_per_step']} tokens on Python's "
-                f"documentation and templated sentences. {where}.")
+                f"documentation and templated sentences"
+                + (f", with {s['puzzles']} solved {'/'.join(map(str, s['puzzle_objects']))}-object ordering puzzles"
+                   if s.get("puzzles") else "") + f". {where}.")
     return f"Model: {model}. {where}."
 
 
