@@ -22,12 +22,7 @@ from geomcap.train import checkpoint_steps
 V, N_DIGITS = 12, 4  # toy task: N_DIGITS tokens from 2..V-1, separator 1, then the first token again
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def copy_task(n, seed):

@@ -26,13 +26,7 @@ TINY = dict(steps=12, layers=2, width=32, heads=2, vocab_size=320, seq_len=32, b
 HUB = "EleutherAI/pythia-160m"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One BLAS thread: on 2 cores shared with other jobs, a second thread mostly waits (5x slower here)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,13 @@
+"""Fixtures shared by several test modules."""
+import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module: on 2 cores shared with other jobs, a second thread mostly waits
+    (5x slower here)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
