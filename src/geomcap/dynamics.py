@@ -226,7 +226,7 @@ def hessian_top_eigenpair(model, prompts, answers, v0: np.ndarray | None = None,
     turns slowly between nearby checkpoints, so a warm start needs fewer Hessian-vector
     products (``matvecs``) for the same ``tol``. Without it the start is a standard normal from
     ``seed``. Returns a dict: ``value`` (loss / param^2), ``vector`` (P,) float64 unit norm,
-    ``residual`` = ||H v - value v|| / |value| (Lanczos's convergence, computed with one more
+    ``residual`` = ``||H v - value v|| / |value|`` (Lanczos's convergence, computed with one more
     Hessian-vector product: ~tol when converged; NaN when value = 0), ``matvecs``.
     """
     params = [p for p in model.parameters() if p.requires_grad]

@@ -120,6 +120,12 @@ def check_value(name: str, value, kind: str | None = None):
             if not values or any(v < 0 for v in values):
                 raise ParameterError(f"parameter {name}: {value!r}: expected 'final', 'all' or layer indices")
         return values
+    if kind == "count":
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ParameterError(f"parameter {name}: must be a non-negative integer, got {value!r}")
+        return value
     if kind in ("choice", "text"):
         if not isinstance(value, str):
             raise ParameterError(f"parameter {name}: expected a string, got {value!r}")
@@ -167,9 +173,10 @@ def declared_and_given(cells) -> tuple[list[str], list[str]]:
     return declared, given
 
 
-def check(namespace: dict, cells=None) -> None:
+def check(namespace: dict, cells=None, kinds: dict | None = None) -> None:
     """Check a notebook's parameters in ``namespace`` (its ``globals()``) and write back the normalised
-    values. ``cells``: the executed cell sources (default: the running kernel's history)."""
+    values. ``cells``: the executed cell sources (default: the running kernel's history); ``kinds``:
+    the kinds of this notebook's own parameters (name -> a kind of :data:`KINDS`, or "count")."""
     declared, given = declared_and_given(_executed_cells() if cells is None else cells)
     unknown = [name for name in given if name not in declared]
     if unknown:
@@ -177,4 +184,4 @@ def check(namespace: dict, cells=None) -> None:
                              f"{', '.join(declared)}")
     for name in declared or [n for n in KINDS if n in namespace]:
         if name in namespace:
-            namespace[name] = check_value(name, namespace[name])
+            namespace[name] = check_value(name, namespace[name], (kinds or {}).get(name))

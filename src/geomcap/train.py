@@ -336,7 +336,7 @@ def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device
     """Model-level measures and per-layer geometry at one checkpoint (``variants``: also the
     all-positions and mean-pooled RankMe; ``train_eval``: also loss and accuracy on training examples).
     ``geometry_on_device``: the hidden states stay on ``device`` and the geometry and probes are
-    computed there in float64 (:func:`_geometry_rows_device`); only the scalars come back.
+    computed there in float64 (``_geometry_rows_device``); only the scalars come back.
 
     Returns (rows without the step column: (layer, measure, value)), seconds spent on geometry).
     """
