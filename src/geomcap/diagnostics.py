@@ -556,7 +556,7 @@ def training_puzzles(n: int, seed: int = 2, sizes=(3,), exclude=None) -> list[st
     """``n`` solved ordering puzzles (the context followed by the gold choice), none of them a
     benchmark item: the deduction examples of the stand-in's text.
 
-    Generated with :func:`gen_logical_deduction` from seeds ``seed + 1000 + round`` (``sizes``:
+    Generated with ``gen_logical_deduction`` from seeds ``seed + 1000 + round`` (``sizes``:
     the numbers of objects, spread evenly); a puzzle whose context is in ``exclude`` (default: the
     contexts of the committed deduction benchmarks, :func:`generate` at their defaults)
     is dropped and replaced. Small puzzles repeat by chance across seeds (about 1 in 1500 of the

@@ -79,10 +79,12 @@ __all__ = ["GeometryMonitor", "GeometryCallback", "measure_checkpoints", "checkp
 
 logger = logging.getLogger(__name__)
 
-#: the fields of ``monitor.events`` (``layer`` = the final layer; the others None until that event is certain)
+#: the floor's fields of ``monitor.events``, reported together once the floor is certain
 FLOOR_FIELDS = ("peak_step", "peak_value", "onset_step", "floor_step", "floor_value", "collapsed",
                 "floor_certain_step")
+#: the recovery's fields of ``monitor.events``, reported together once the recovery is certain
 RECOVERY_FIELDS = ("recovery_step", "recovery_certain_step")
+#: the fields of ``monitor.events`` (``layer`` = the final layer; the others None until that event is certain)
 EVENT_FIELDS = ("layer", *FLOOR_FIELDS, *RECOVERY_FIELDS)
 
 

@@ -753,7 +753,7 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
     linear warmup then cosine decay to 10% of ``lr`` (Pythia's schedule).
     A folder already holding a stand-in with the same build is reused.
 
-    The text (:func:`standin_corpus`): Python's documentation, ``templates``
+    The text (``standin_corpus``): Python's documentation, ``templates``
     sentences per easy family and ``puzzles`` solved ordering puzzles with
     ``puzzle_objects`` objects (None: ``templates // 4`` of 3, 5 and 7 objects,
     the first stand-in's text), none of them a benchmark item. The defaults mix
