@@ -56,6 +56,35 @@ def default_root() -> Path:
     return Path(os.environ.get("GEOMCAP_RUNS", "runs"))
 
 
+def committed_data(*parts: str) -> Path:
+    """A path under the committed data directory (the repository's ``data/``).
+
+    Resolved once, here, in this order: ``$GEOMCAP_DATA``; the ``data/`` folder of the
+    checkout this package was imported from (an editable install or ``PYTHONPATH=src``);
+    ``./data`` when the current directory is a geomcap checkout (a non-editable install
+    run from the repository). ``parts`` are joined below it, e.g.
+    ``committed_data("runs")`` or ``committed_data("pythia", "benchmarks")``.
+
+    Raises
+    ------
+    FileNotFoundError
+        when none of these exists, naming ``$GEOMCAP_DATA`` as the way to point at it.
+    """
+    candidates = []
+    if os.environ.get("GEOMCAP_DATA"):
+        candidates.append(Path(os.environ["GEOMCAP_DATA"]))
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file():
+        candidates.append(checkout / "data")
+    if (Path.cwd() / "pyproject.toml").is_file() and (Path.cwd() / "src" / "geomcap").is_dir():
+        candidates.append(Path.cwd() / "data")
+    for base in candidates:
+        if base.is_dir():
+            return base.joinpath(*parts)
+    raise FileNotFoundError("geomcap's committed data/ directory was not found: set GEOMCAP_DATA to "
+                            "the data/ folder of a geomcap checkout")
+
+
 def user_root(kind: str = "runs") -> Path:
     """Where the notebooks put the runs they compute (``recompute=True``): ``$GEOMCAP_RUNS`` (for
     ``kind="runs"``), else ``$XDG_CACHE_HOME/geomcap/<kind>``, by default ``~/.cache/geomcap/<kind>``.
