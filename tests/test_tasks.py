@@ -37,7 +37,7 @@ EXPECTED_LENS = {
         ("mul", "easy"): (6, 3), ("mul", "medium"): (7, 4), ("mul", "hard"): (8, 5),
     },
 }
-MOD_P = {"current": {"easy": 47, "medium": 47, "hard": 47}, "legacy": {"easy": 11, "medium": 23, "hard": 47}}
+MOD_P = {"current": {"easy": 47, "medium": 47, "hard": 97}, "legacy": {"easy": 11, "medium": 23, "hard": 47}}
 MOD_TRAIN_FRACTION = {"current": {"easy": 0.6, "medium": 0.5, "hard": 0.3},
                       "legacy": {"easy": 0.5, "medium": 0.5, "hard": 0.5}}
 COMPARE_N = {"current": {"easy": 3, "medium": 4, "hard": 8}, "legacy": {"easy": 2, "medium": 4, "hard": 8}}
@@ -151,7 +151,7 @@ def test_default_sizes():
     assert legacy["mod", "hard"] == (2209 // 2, 2209 - 2209 // 2)
     current = {pair: (data_for(*pair).n_train, data_for(*pair).n_test) for pair in PAIRS}
     assert current["mod", "easy"] == (int(0.6 * 2209), 2209 - int(0.6 * 2209))
-    assert current["mod", "hard"] == (int(0.3 * 2209), 2209 - int(0.3 * 2209))
+    assert current["mod", "hard"] == (int(0.3 * 97**2), 97**2 - int(0.3 * 97**2))
     assert current["mul", "easy"] == (100_000 - 512, 512)  # 10^5 prompts
 
 

@@ -23,7 +23,7 @@ Level table (``LEVEL_TABLE``; n = digits per operand unless stated)::
     parity   18 bits   22       26       <parity> b1..bn =       -> running parity: for each
                                                                     prefix b1..bi, sum mod 2
     add      3+3       4+4      6+6      <add> a + b =           -> a+b, n+1 digits
-    mod      p=47,60%  47,50%   47,30%   <mod> a + b =           -> (a+b) mod p, w digits
+    mod      p=47,60%  47,50%   97,30%   <mod> a + b =           -> (a+b) mod p, w digits
     sort     n=6       8        12       <sort> d1..dn =         -> digits sorted ascending
     mul      4x1       5x1      2x2      <mul> a * b =           -> a*b, digits(a)+digits(b) digits
 
@@ -46,8 +46,10 @@ levels, so its runs stay reproducible), for three reasons that grid measured:
   not stated.
 * hard should mean what the paper means: acquisition after a long behavioural
   plateau. add at 6+6 digits (5+5 already showed ~600 steps at zero accuracy), mod
-  with 30% of the pairs (memorise, then generalise: grokking) and mul 2x2 (no longer
-  learnt in 4,000 steps) are the candidates.
+  with p = 97 and 30% of the pairs, and mul 2x2 (no longer learnt in 4,000 steps) are
+  the candidates. A one-seed pilot (405k) chose mod's: p = 47 with 30% of the pairs was
+  acquired at step 233, earlier than 60% (465), and p = 47 with 20% rose gradually from
+  step ~100; p = 97 with 30% stayed at chance past step 233 and was learnt by ~800.
 
 Answers are written most significant digit first. ``make_task(..., answer_order="lsd")``
 reverses the answer digits of add, mod and mul (a format the paper does not state;
@@ -120,7 +122,7 @@ LEVEL_TABLE: dict[str, dict[str, dict]] = {
     "add": {"easy": {"n_digits": 3}, "medium": {"n_digits": 4}, "hard": {"n_digits": 6}},
     "mod": {"easy": {"p": 47, "train_fraction": 0.6},
             "medium": {"p": 47, "train_fraction": 0.5},
-            "hard": {"p": 47, "train_fraction": 0.3}},
+            "hard": {"p": 97, "train_fraction": 0.3}},
     "sort": {"easy": {"n_digits": 6}, "medium": {"n_digits": 8}, "hard": {"n_digits": 12}},
     "mul": {"easy": {"a_digits": 4, "b_digits": 1},
             "medium": {"a_digits": 5, "b_digits": 1},
