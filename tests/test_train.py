@@ -155,6 +155,25 @@ def test_default_run_dir_is_the_config_hash(tmp_path, monkeypatch):
     assert len(store.list_runs(tmp_path)) == 1
 
 
+def test_re_run_runs_keep_their_names_across_the_hessian_start_field():
+    """data/runs-v2's runs were written before ``hessian_warm_start`` existed: without the Hessian
+    measure the field changes nothing, so it stays out of the hash; with it, it names the run."""
+    import json
+
+    root = store.committed_data("runs-v2")
+    run_dirs = sorted(d for d in root.iterdir() if (d / "config.json").exists())
+    assert run_dirs, "no committed re-run run to check"
+    for run_dir in run_dirs:
+        recorded = json.loads((run_dir / "config.json").read_text())
+        config = TrainConfig.from_dict(recorded)
+        assert store.config_hash(config.to_dict()) == run_dir.name
+        fresh = TrainConfig.from_dict({**recorded, "hessian_warm_start": True})
+        assert store.config_hash(fresh.to_dict()) == run_dir.name
+    with_hessian = dict(task="add", level="hard", measures=("hessian",))
+    assert (store.config_hash(TrainConfig(**with_hessian, hessian_warm_start=True).to_dict())
+            != store.config_hash(TrainConfig(**with_hessian, hessian_warm_start=False).to_dict()))
+
+
 def test_committed_runs_keep_their_names():
     """The run directory is the hash of TrainConfig.to_dict(): a field added to TrainConfig must
     not rename the committed runs (legacy_values keeps it out of the dict at the value they used)."""
