@@ -75,6 +75,43 @@ def test_projection_is_the_larger_of_flops_and_launches():
         gpu_grid.project(packs, COSTS, mfu=0.0)
 
 
+def _fake_run(root, name, size, task, level, steps, stopped_at, complete=True):
+    run = root / name
+    run.mkdir(parents=True)
+    (run / store.CONFIG_FILE).write_text(json.dumps({"task": task, "level": level, "size": size, "seed": 0,
+                                                     "steps": steps}))
+    (run / store.STATUS_FILE).write_text(json.dumps({"complete": complete, "stopped_at": stopped_at}))
+
+
+def test_measured_stops_are_the_median_last_step_of_the_smallest_presets_complete_runs(tmp_path):
+    _fake_run(tmp_path, "a", "405k", "add", "hard", 8000, 1200)
+    _fake_run(tmp_path, "b", "405k", "add", "hard", 8000, 1600)
+    _fake_run(tmp_path, "c", "405k", "add", "hard", 8000, None)          # never acquired: its whole budget
+    _fake_run(tmp_path, "d", "405k", "mod", "easy", 2000, 300, complete=False)  # interrupted: ignored
+    _fake_run(tmp_path, "e", "1.3m", "mod", "easy", 2000, 300)              # another preset: ignored
+    assert gpu_grid.measured_stops(tmp_path) == {("add", "hard"): 1600}
+
+
+def test_early_stops_shorten_each_pack_to_its_runs_own_stops():
+    configs = gpu_grid.grid_configs("grid")
+    full = gpu_grid.plan(configs, pack=8, processes=6)
+    stops = {("add", "hard"): 1000, ("mod", "hard"): 20000}  # a stop past the budget is the budget
+    early = gpu_grid.plan(configs, pack=8, processes=6, stops=stops)
+    for size in ("405k", "151m"):
+        hard_full = next(p for p in full if p["size"] == size and p["steps"] == 8000)
+        hard_early = next(p for p in early if p["size"] == size and p["steps"] == 8000)
+        add = hard_early["runs"].index(("add", "hard", 0))
+        assert hard_early["last_steps"][add] == 1000 and max(hard_early["last_steps"]) == 8000
+        saved = gpu_grid.step_flops(hard_early["configs"][add]) * 7000
+        assert hard_full["flops"] - hard_early["flops"] == pytest.approx(saved)
+    projected = [gpu_grid.project(packs, COSTS, mfu=0.3, processes=6) for packs in (full, early)]
+    assert projected[1]["early_stop"] and not projected[0]["early_stop"]
+    assert projected[1]["gpu_busy_s"] < projected[0]["gpu_busy_s"]
+    # no stop before the budget: the same projection as without stops
+    unchanged = gpu_grid.plan(configs, pack=8, processes=6, stops={("add", "hard"): 9000})
+    assert gpu_grid.project(unchanged, COSTS, processes=6)["gpu_busy_s"] == pytest.approx(projected[0]["gpu_busy_s"])
+
+
 def test_dry_run_prints_the_plan_of_the_144_runs(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(["bash", "scripts/gpu_grid.sh", str(tmp_path / "out"), "--dry-run"], cwd=REPO, env=env,

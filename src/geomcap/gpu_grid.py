@@ -18,7 +18,10 @@ bound, views launch nothing). Each checkpoint adds, per run, the evaluation forw
 at ``mfu``) and the geometry on the device: :func:`decompositions_per_checkpoint` float64 SVDs,
 eigendecompositions and probe solves at an assumed ``decomposition_ms`` each (the figure a GPU
 run replaces with its measurement). Processes share the GPU; the projected wall time is the
-larger of the GPU's total busy time and the longest process's sequential time.
+larger of the GPU's total busy time and the longest process's sequential time. Without early
+stops every run trains its whole budget (an upper bound); with ``plan --stops ROOT`` each run
+stops where the runs of the smallest preset in that store stopped (:func:`measured_stops`), and a
+pack's step costs only its runs still active.
 """
 
 from __future__ import annotations
@@ -56,6 +59,31 @@ def grid_configs(mode: str = "grid", steps=None, task: str = "add", level: str =
     raise ValueError(f"mode must be one of: {', '.join(MODES)}; got {mode!r}")
 
 
+def measured_stops(root, size: str = "405k") -> dict:
+    """Where runs of ``size`` in the run store ``root`` stopped: {(task, level): step}.
+
+    The median over seeds of each complete run's last step (its early stop, or its whole budget
+    when it never acquired). It feeds the projection's early-stop estimate: the GPU grid uses the
+    same stop rule, but a larger preset may acquire at other steps, so it stays an estimate.
+    """
+    by_pair: dict = {}
+    for cfg_path in sorted(Path(root).glob(f"*/{store.CONFIG_FILE}")):
+        config = json.loads(cfg_path.read_text())
+        status = store.read_status(cfg_path.parent)
+        if config.get("size") != size or not status or not status.get("complete"):
+            continue
+        last = status.get("stopped_at") or config["steps"]
+        by_pair.setdefault((config["task"], config["level"]), []).append(int(last))
+    return {pair: int(np.median(steps)) for pair, steps in by_pair.items()}
+
+
+def expected_last_steps(configs, stops: dict | None) -> list[int]:
+    """Each config's last trained step under ``stops`` (:func:`measured_stops`), capped at its own
+    budget; its whole budget where ``stops`` has no entry (or is None: no early stop)."""
+    stops = stops or {}
+    return [min(cfg.steps, stops.get((cfg.task, cfg.level), cfg.steps)) for cfg in configs]
+
+
 def step_flops(cfg: TrainConfig) -> float:
     """Training FLOPs of one step of one run (forward + backward = 3 x forward): the matrix products
     of the blocks and the unembedding (2 per multiply-add) and the attention scores and mixing."""
@@ -68,15 +96,18 @@ def step_flops(cfg: TrainConfig) -> float:
     return 3 * 2 * (cfg.batch_size * T * per_token + cfg.batch_size * attention)
 
 
-def plan(configs, pack: int = 8, processes: int = 6) -> list[dict]:
+def plan(configs, pack: int = 8, processes: int = 6, stops: dict | None = None) -> list[dict]:
     """The packs (``sweep.pack_groups``), largest first, each given to the process with the least
-    work so far (by FLOPs): [{"process", "size", "steps", "runs": [(task, level, seed)], "flops"}]."""
+    work so far (by FLOPs): [{"process", "size", "steps", "runs": [(task, level, seed)], "flops",
+    "last_steps"}]. ``stops`` (:func:`measured_stops`) gives each run's expected last step: a packed
+    run leaves its pack's computation when it stops, so FLOPs count each run up to its own stop."""
+    last = expected_last_steps(configs, stops)
     packs = []
     for group in pack_groups(configs, pack):
         cfgs = [configs[i] for i in group]
         packs.append({"size": cfgs[0].size, "steps": cfgs[0].steps,
-                      "runs": [(c.task, c.level, c.seed) for c in cfgs],
-                      "flops": float(sum(step_flops(c) for c in cfgs) * cfgs[0].steps), "configs": cfgs})
+                      "runs": [(c.task, c.level, c.seed) for c in cfgs], "last_steps": [last[i] for i in group],
+                      "flops": float(sum(step_flops(configs[i]) * last[i] for i in group)), "configs": cfgs})
     packs.sort(key=lambda p: -p["flops"])
     load = [0.0] * processes
     for p in packs:
@@ -103,28 +134,45 @@ def project(packs, costs: dict, mfu: float = 0.3, launch_us: float = 6.0, proces
     for p in packs:
         cfg = p["configs"][0]
         m = models.ALL_PRESETS[cfg.size]
-        k = len(p["configs"])
-        kernels = costs["kernels_fixed"] + costs["kernels_per_layer"] * m.n_layer + costs["kernels_per_run"] * k
-        flop_s = p["flops"] / p["steps"] / (mfu * H200_BF16_FLOPS)
-        step_s = max(flop_s, kernels * launch_us * 1e-6)
-        n_ckpt = len(checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps))
-        # evaluation: forward passes over train_eval_size + n_test sequences (a third of a training
-        # step's FLOPs per sequence), then the decompositions (variants at about half the checkpoints)
-        forward_s = sum(step_flops(c) / 3 / c.batch_size * (c.train_eval_size + c.n_test) for c in p["configs"])
+        last_steps = p.get("last_steps") or [cfg.steps] * len(p["configs"])
+        schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
+        # training: between consecutive stops the runs still active share each step
+        order = np.argsort(last_steps, kind="stable")
+        train_s, start, bound_flops = 0.0, 0, 0
+        for j, i in enumerate(order):
+            active = [p["configs"][a] for a in order[j:]]
+            flop_s = sum(step_flops(c) for c in active) / (mfu * H200_BF16_FLOPS)
+            kernels = (costs["kernels_fixed"] + costs["kernels_per_layer"] * m.n_layer
+                       + costs["kernels_per_run"] * len(active))
+            step_s = max(flop_s, kernels * launch_us * 1e-6)
+            if j == 0:
+                p["step_s"] = step_s  # the full pack's step
+                bound_flops = flop_s >= kernels * launch_us * 1e-6
+            train_s += step_s * (last_steps[i] - start)
+            start = last_steps[i]
+        # evaluation, per run up to its own stop: forward passes over train_eval_size + n_test
+        # sequences (a third of a training step's FLOPs per sequence), then the decompositions
+        # (variants at about half the checkpoints)
         decompositions = (decompositions_per_checkpoint(m.n_layer, True)
                           + decompositions_per_checkpoint(m.n_layer, False)) / 2
-        eval_s = n_ckpt * (forward_s / (mfu * H200_BF16_FLOPS) + k * decompositions * decomposition_ms * 1e-3)
-        p.update(step_s=step_s, train_s=step_s * p["steps"], eval_s=eval_s, checkpoints=n_ckpt,
-                 bound="flops" if flop_s >= kernels * launch_us * 1e-6 else "launches")
+        eval_s = 0.0
+        for c, last in zip(p["configs"], last_steps):
+            forward_s = step_flops(c) / 3 / c.batch_size * (c.train_eval_size + c.n_test)
+            n_ckpt = int(np.sum(schedule <= last))
+            eval_s += n_ckpt * (forward_s / (mfu * H200_BF16_FLOPS) + decompositions * decomposition_ms * 1e-3)
+        p.update(train_s=train_s, eval_s=eval_s, checkpoints=len(schedule), last_step=int(max(last_steps)),
+                 bound="flops" if bound_flops else "launches")
         busy += p["train_s"] + eval_s
         per_process[p["process"]] += p["train_s"] + eval_s
         row = per_preset.setdefault(cfg.size, {"runs": 0, "train_s": 0.0, "eval_s": 0.0, "flops": 0.0})
-        row["runs"] += k
+        row["runs"] += len(p["configs"])
         row["train_s"] += p["train_s"]
         row["eval_s"] += eval_s
         row["flops"] += p["flops"]
+    early_stop = any(last < c.steps for p in packs for c, last in zip(p["configs"], p.get("last_steps") or []))
     return {"gpu_busy_s": busy, "process_s": per_process, "wall_s": max(busy, max(per_process)),
-            "per_preset": per_preset, "mfu": mfu, "launch_us": launch_us, "decomposition_ms": decomposition_ms}
+            "per_preset": per_preset, "mfu": mfu, "launch_us": launch_us, "decomposition_ms": decomposition_ms,
+            "early_stop": early_stop}
 
 
 def measure_costs(presets=("405k", "1.3m"), steps: int = 3, pack: int = 8, batch_size: int = 128) -> dict:
@@ -195,12 +243,15 @@ def format_plan(configs, packs, projection, processes: int) -> str:
              f"(presets: {', '.join(dict.fromkeys(c.size for c in configs))})"]
     for p in sorted(packs, key=lambda p: (p["process"], -p["flops"])):
         runs = ", ".join(f"{t}/{lv}/s{s}" for t, lv, s in p["runs"])
-        lines.append(f"  process {p['process']}: {p['size']:>5} x {len(p['runs'])} runs, {p['steps']} steps, "
+        lines.append(f"  process {p['process']}: {p['size']:>5} x {len(p['runs'])} runs, {p['last_step']}/{p['steps']} steps, "
                      f"{p['checkpoints']} checkpoints, {p['step_s'] * 1e3:.2f} ms/step ({p['bound']}-bound): "
                      f"train {p['train_s']:.0f} s + evaluation {p['eval_s']:.0f} s  [{runs}]")
     lines.append(f"PROJECTION (not a measurement): {projection['mfu']:.0%} of 790 TFLOP/s bf16 achieved, "
                  f"{projection['launch_us']} us per kernel launch, {projection['decomposition_ms']} ms per float64 "
-                 f"decomposition of the geometry on the device; no early stop (an upper bound)")
+                 f"decomposition of the geometry on the device; "
+                 + ("each run stops where the CPU re-run's runs of the smallest preset stopped (an estimate: a "
+                    "larger preset may acquire at other steps)" if projection["early_stop"]
+                    else "no early stop (an upper bound)"))
     for size, row in projection["per_preset"].items():
         lines.append(f"  {size:>5}: {row['runs']:3d} runs, {row['flops'] / 1e15:9.1f} PFLOP, "
                      f"train {row['train_s']:7.0f} s, evaluation {row['eval_s']:8.0f} s")
@@ -288,6 +339,8 @@ def main(argv=None) -> int:
     plan_p.add_argument("--mfu", type=float, default=0.3)
     plan_p.add_argument("--launch-us", type=float, default=6.0)
     plan_p.add_argument("--decomposition-ms", type=float, default=3.0)
+    plan_p.add_argument("--stops", default=None, help="a run store whose 405k runs give each task and level's "
+                        "expected early stop (e.g. data/runs-v2); without it, no early stop")
     run_p = sub._name_parser_map["run"]
     run_p.add_argument("--root", required=True)
     run_p.add_argument("--part", type=int, required=True)
@@ -302,10 +355,14 @@ def main(argv=None) -> int:
 
     if args.command == "plan":
         configs = grid_configs(args.mode, _parse_steps(args.steps), args.task, args.level)
-        packs = plan(configs, args.pack, args.processes)
         costs = json.loads(Path(args.costs).read_text())
-        projection = project(packs, costs, args.mfu, args.launch_us, args.processes, args.decomposition_ms)
-        print(format_plan(configs, packs, projection, args.processes))
+        projections = []
+        for stops in ([None, measured_stops(args.stops)] if args.stops else [None]):
+            packs = plan(configs, args.pack, args.processes, stops)
+            projections.append(project(packs, costs, args.mfu, args.launch_us, args.processes, args.decomposition_ms))
+        print(format_plan(configs, packs, projections[-1], args.processes))
+        if len(projections) == 2:
+            print(f"  without the early stop (an upper bound): projected wall time {projections[0]['wall_s']:.0f} s")
     elif args.command == "run":
         run_part(args.root, args.part, args.processes, args.mode, args.pack, args.device,
                  steps=_parse_steps(args.steps), task=args.task, level=args.level)
