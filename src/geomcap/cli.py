@@ -385,26 +385,26 @@ def cmd_pythia(args) -> int:
             print(path)
         return 0
     if args.pythia_command == "show":
-        runs = pythia.load_runs(args.root, model=args.model)
+        runs = pythia.load_benchmark_runs(args.root, model=args.model)
         if runs.empty:
-            print(f"no complete Pythia run in {args.root or pythia.data_root()}")
+            print(f"no complete Pythia run in {args.root or pythia.committed_runs_root()}")
             return 0
         from geomcap import results
 
         metrics = results.load_metrics(runs)
         layers = args.layers if args.layers in ("final", "all") else [int(x) for x in args.layers.split(",")]
-        table = pythia.summary_table(runs, metrics, layers=layers)
+        table = pythia.gap_table(runs, metrics, layers=layers)
         columns = ["model", "benchmark", "level", "layer", "final_accuracy", "acquisition_step", "transition_step",
                    "gap_steps", "gap_tokens", "is_precursor"]
         print(table[columns].to_string(index=False))
         return 0
     # run: every parameter is checked before anything is written
-    from geomcap.train import check_writable
+    from geomcap.train import check_writable, resolve_device
 
     pythia.check_model(args.model)
     pythia.check_benchmarks(args.benchmarks)
     pythia.select_revisions(args.revisions, pythia.available_revisions(args.model))
-    pythia.resolve_device(args.device)
+    resolve_device(args.device)
     if args.batch_tokens is not None and args.batch_tokens < 1:
         raise ValueError(f"--batch-tokens must be a positive integer, got {args.batch_tokens}")
     check_writable(args.out)
@@ -474,7 +474,7 @@ def cmd_bench(args) -> int:
     parts = bench.parse_parts(args.parts)
     parts += [p for p, flag in (("book", args.book), ("make_test", args.make_test)) if flag and p not in parts]
     dev = resolve_device(args.device)
-    out = args.out or str(bench.data_dir() / bench.default_output_name(dev))
+    out = args.out or str(bench.committed_results_dir() / bench.default_output_name(dev))
     peer = None if args.peer == "none" else args.peer
     rankme_sizes = bench.parse_sizes(args.rankme_n, args.rankme_d)
     if args.rankme_repeats is not None and args.rankme_repeats < 1:

@@ -47,8 +47,8 @@ runs its matrix products in under autocast).
 
 from __future__ import annotations
 
-from geomcap.bench.machine import (cpu_model, data_dir, default_output_name, load_average, machine_info, matmul_peak,
-                                   peak_dtype, summarize, time_once, time_repeats)
+from geomcap.bench.machine import (committed_results_dir, cpu_model, default_output_name, load_average, machine_info,
+                                   matmul_peak, peak_dtype, summarize, time_once, time_repeats)
 from geomcap.bench.step import (GRID_STEPS, PEERS, LogitsOnly, build_peer, flops_per_token, make_train_step,
                                 select_presets, thread_contention, throughput)
 from geomcap.bench.measures import (COSTLY_PARTS, RANKME_D, RANKME_N, costly_cost, geometry_cost, naive_rankme,
@@ -59,7 +59,8 @@ from geomcap.bench.report import (ALL_PARTS, DEFAULT_PARTS, OPTIONAL_PARTS, figu
                                   parse_sizes, run_bench)
 
 __all__ = [
-    "data_dir", "load_average", "cpu_model", "machine_info", "default_output_name", "time_once", "time_repeats",
+    "committed_results_dir", "load_average", "cpu_model", "machine_info", "default_output_name", "time_once",
+    "time_repeats",
     "summarize", "peak_dtype", "matmul_peak", "PEERS", "GRID_STEPS", "flops_per_token", "LogitsOnly",
     "build_peer", "make_train_step", "select_presets", "throughput", "thread_contention", "RANKME_N", "RANKME_D",
     "COSTLY_PARTS", "geometry_cost", "costly_cost", "naive_rankme", "rankme_test_matrix", "rankme_vs_naive",

@@ -15,8 +15,8 @@ import torch
 from geomcap import store
 
 
-def data_dir() -> Path:
-    """The committed benchmark results: <repository>/data/bench."""
+def committed_results_dir() -> Path:
+    """The committed benchmark results: data/bench (:func:`geomcap.store.committed_data`)."""
     return store.committed_data("bench")
 
 

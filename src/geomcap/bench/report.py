@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from geomcap import store, tasks
-from geomcap.bench.machine import _log, data_dir, load_average, machine_info, matmul_peak, peak_dtype
+from geomcap.bench.machine import _log, committed_results_dir, load_average, machine_info, matmul_peak, peak_dtype
 from geomcap.bench.measures import RANKME_D, RANKME_N, costly_cost, geometry_cost, rankme_vs_naive
 from geomcap.bench.projections import check_targets, project_grid
 from geomcap.bench.step import PEERS, select_presets, thread_contention, throughput
@@ -235,10 +235,10 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
 # --- reading results --------------------------------------------------------------
 
 def load_results(folder=None) -> list[dict]:
-    """Every bench result (``*.json``) in ``folder`` (default ``data_dir()``), with its file name as ``file``."""
+    """Every bench result (``*.json``) in ``folder`` (default ``committed_results_dir()``), with its file name as ``file``."""
     import json
 
-    folder = Path(folder or data_dir())
+    folder = Path(folder or committed_results_dir())
     results = []
     for path in sorted(folder.glob("*.json")):
         result = json.loads(path.read_text())

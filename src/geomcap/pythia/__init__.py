@@ -54,25 +54,33 @@ from __future__ import annotations
 
 from __future__ import annotations
 
-from geomcap.pythia.loading import (default_dtype, delete_cached_revision, load_pretrained, load_revision,
-                                    load_tokenizer, resolve_device)
-from geomcap.pythia.revisions import (HUB_NAME, PAPER_GAP_STEPS, PAPER_MODEL, REVISIONS, SCHEDULE_STEPS, SIZES,
-                                      STANDIN_FILE, STANDIN_NAME, TOKENS_PER_STEP, RevisionUnavailable,
-                                      available_revisions, check_model, hub_name, is_local, local_revisions,
-                                      model_label, revision_step, select_revisions, standin_info)
-from geomcap.pythia.runs import MEASURES, SCORING, check_benchmarks, data_root, run, run_config
+from geomcap.pythia.loading import default_dtype, delete_cached_revision, load_pretrained, load_revision, load_tokenizer
+from geomcap.pythia.revisions import (HUB_NAME, REVISIONS, SCHEDULE_STEPS, SIZES, STANDIN_FILE, STANDIN_NAME,
+                                      TOKENS_PER_STEP, RevisionUnavailable, available_revisions, check_model,
+                                      local_revisions, model_label, revision_step, select_revisions, standin_info)
+from geomcap.pythia.runs import MEASURES, SCORING, check_benchmarks, committed_runs_root, run, run_config
 from geomcap.pythia.scoring import Scores, accuracy, benchmark_rows, encode_items, fitting_items, score_items
 from geomcap.pythia.standin import (STANDIN_BUILD_KEYS, build_standin, standin_corpus, standin_steps,
                                     train_tokenizer)
-from geomcap.pythia.tables import (CPU_FORWARD_SECONDS, check_layers, claim_c7, claim_from_store, cost_estimate,
-                                   describe, load_runs, section_runs, select_metrics, summary_table, timing_table)
+from geomcap.pythia.tables import (CPU_FORWARD_SECONDS, check_layers, check_section, claim_c7, claim_from_store,
+                                   cost_estimate, describe, gap_table, load_benchmark_runs, model_runs,
+                                   section_root, select_metrics, timing_table)
 
 __all__ = [
-    "SCHEDULE_STEPS", "REVISIONS", "TOKENS_PER_STEP", "PAPER_GAP_STEPS", "PAPER_MODEL", "SIZES",
-    "RevisionUnavailable", "hub_name", "revision_step", "check_model", "local_revisions",
-    "select_revisions", "load_tokenizer", "load_revision", "load_pretrained", "delete_cached_revision", "Scores",
-    "score_items", "accuracy", "benchmark_rows", "run", "build_standin", "standin_info", "load_runs",
-    "summary_table", "section_runs", "claim_from_store", "select_metrics", "claim_c7", "describe", "timing_table", "cost_estimate",
-    "check_benchmarks", "check_layers", "available_revisions", "data_root", "encode_items",
-    "CPU_FORWARD_SECONDS",
+    # names and schedule, sources
+    "SCHEDULE_STEPS", "REVISIONS", "TOKENS_PER_STEP", "SIZES", "STANDIN_NAME", "RevisionUnavailable",
+    "revision_step", "check_model", "model_label", "local_revisions", "available_revisions", "select_revisions",
+    "standin_info",
+    # loading
+    "load_tokenizer", "load_revision", "load_pretrained", "default_dtype", "delete_cached_revision",
+    # scoring
+    "Scores", "encode_items", "fitting_items", "score_items", "accuracy", "benchmark_rows",
+    # the run into the store
+    "MEASURES", "committed_runs_root", "check_benchmarks", "run_config", "run",
+    # the offline stand-in
+    "build_standin", "standin_corpus", "standin_steps", "train_tokenizer",
+    # analysis: reads the store only
+    "load_benchmark_runs", "check_layers", "gap_table", "claim_c7", "claim_from_store", "section_root",
+    "check_section", "model_runs", "select_metrics", "timing_table", "describe", "CPU_FORWARD_SECONDS",
+    "cost_estimate",
 ]

@@ -10,12 +10,6 @@ import torch
 from geomcap.pythia.revisions import RevisionUnavailable, _revision, check_model, local_revisions
 
 
-def resolve_device(device: str = "auto") -> torch.device:
-    from geomcap.train import resolve_device as _resolve
-
-    return _resolve(device)
-
-
 def default_dtype(device) -> torch.dtype:
     """float32 on CPU, bfloat16 on GPU (Pythia was trained in fp16; bf16 keeps its range)."""
     return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32

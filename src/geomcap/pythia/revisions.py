@@ -15,9 +15,6 @@ SCHEDULE_STEPS = (0,) + tuple(2 ** k for k in range(10)) + tuple(range(1000, 143
 REVISIONS = tuple(f"step{s}" for s in SCHEDULE_STEPS)
 #: one Pythia step = a batch of 1024 sequences of 2048 tokens
 TOKENS_PER_STEP = 1024 * 2048
-#: the paper's (v4) RankMe precursor gap on logical deduction, Pythia-2.8B
-PAPER_GAP_STEPS = 49_000
-PAPER_MODEL = "EleutherAI/pythia-2.8b"
 SIZES = ("70m", "160m", "410m", "1b", "1.4b", "2.8b", "6.9b", "12b")
 HUB_NAME = re.compile(r"^EleutherAI/pythia-(70m|160m|410m|1b|1\.4b|2\.8b|6\.9b|12b)(-deduped)?$")
 STANDIN_FILE = "standin.json"
@@ -29,13 +26,6 @@ class RevisionUnavailable(Exception):
     """A revision that cannot be loaded: absent from the hub or the root, or broken."""
 
 
-
-
-def hub_name(size: str, deduped: bool = False) -> str:
-    """``hub_name("2.8b") -> "EleutherAI/pythia-2.8b"``."""
-    if size not in SIZES:
-        raise ValueError(f"unknown Pythia size {size!r}; choose from: {', '.join(SIZES)}")
-    return f"EleutherAI/pythia-{size}" + ("-deduped" if deduped else "")
 
 
 def revision_step(revision: str) -> int:
@@ -62,10 +52,6 @@ def local_revisions(root) -> list[str]:
     root = Path(root)
     names = [p.name for p in root.iterdir() if p.is_dir() and re.fullmatch(r"step\d+", p.name)]
     return sorted(names, key=revision_step)
-
-
-def is_local(model: str) -> bool:
-    return Path(str(model)).expanduser().is_dir()
 
 
 def check_model(model) -> str:

@@ -11,19 +11,20 @@ import pandas as pd
 import torch
 
 from geomcap import diagnostics, store
-from geomcap.pythia.loading import default_dtype, delete_cached_revision, load_revision, load_tokenizer, resolve_device
+from geomcap.pythia.loading import default_dtype, delete_cached_revision, load_revision, load_tokenizer
 from geomcap.pythia.revisions import (SCHEDULE_STEPS, TOKENS_PER_STEP, RevisionUnavailable, available_revisions,
                                      check_model, model_label, revision_step, select_revisions, standin_info)
 from geomcap.pythia.scoring import benchmark_rows, encode_items, fitting_items, score_items
 from geomcap.pythia.standin import STANDIN_BUILD_KEYS
+from geomcap.train import resolve_device
 
 #: bump when the scoring changes: it is part of every run's config
 SCORING = "loglik-v1: <|endoftext|> + context + choice, right padding; sum and per byte; pairs whole sentence"
 MEASURES = ("accuracy", "accuracy_norm", "nll", "rankme", "rankme_centred")
 
 
-def data_root() -> Path:
-    """The committed Pythia run store: <repository>/data/pythia/runs."""
+def committed_runs_root() -> Path:
+    """The committed Pythia run store: data/pythia/runs (:func:`geomcap.store.committed_data`)."""
     return store.committed_data("pythia", "runs")
 
 
@@ -90,7 +91,7 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
     dtype = default_dtype(dev) if dtype is None else dtype
     batch_tokens = batch_tokens or (16384 if dev.type == "cuda" else 4096)
     log = log or (lambda msg: tqdm.write(msg, file=sys.stderr))
-    root = Path(root) if root is not None else data_root()
+    root = Path(root) if root is not None else committed_runs_root()
 
     run_dirs, items, done, rows = {}, {}, {}, {}
     for b in benchmarks:

@@ -11,17 +11,17 @@ from geomcap import diagnostics, events, store
 from geomcap.parameters import ParameterError
 from geomcap.pythia.revisions import (STANDIN_NAME, available_revisions, check_model, model_label, revision_step,
                                      select_revisions)
-from geomcap.pythia.runs import check_benchmarks, data_root, run
+from geomcap.pythia.runs import check_benchmarks, committed_runs_root
 
 
-def load_runs(root=None, model=None, benchmarks="all") -> pd.DataFrame:
+def load_benchmark_runs(root=None, model=None, benchmarks="all") -> pd.DataFrame:
     """One row per complete Pythia run (one benchmark of one model) under ``root`` (default the
     committed data/pythia/runs), in the benchmarks' order. ValueError when a (model, benchmark)
     has several runs (e.g. two stand-ins built differently in one store)."""
     from geomcap import results
 
     benchmarks = check_benchmarks(benchmarks)
-    root = Path(root) if root is not None else data_root()
+    root = Path(root) if root is not None else committed_runs_root()
     runs = results.load_runs(root, model=model, task=benchmarks) if root.exists() else pd.DataFrame()
     if runs.empty:
         return runs
@@ -52,7 +52,7 @@ def check_layers(layers, available) -> list[int]:
     return sorted(int(l) for l in layers)
 
 
-def summary_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure: str = "rankme",
+def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure: str = "rankme",
                   threshold: float = 0.5, patience: int = 3, fraction: float = 0.5) -> pd.DataFrame:
     """Per benchmark and layer: acquisition, ``measure``'s transition and the precursor gap.
 
@@ -131,35 +131,39 @@ def claim_c7(table: pd.DataFrame) -> dict:
 
 def claim_from_store(model: str = "standin", root="") -> dict:
     """The C7 row (:func:`claim_c7`) from the stored metrics of ``model`` at every stored revision,
-    final layer ("" = the committed data/pythia/runs): the book's results page."""
-    runs = section_runs(model, "all", "all", root=root, progress=False)
+    final layer (root "" as in :func:`section_root`): the book's results page. Reads only."""
+    runs = model_runs(model, "all", root)
     from geomcap import results
 
-    return claim_c7(summary_table(runs, select_metrics(results.load_metrics(runs), "all")))
+    return claim_c7(gap_table(runs, select_metrics(results.load_metrics(runs), "all")))
 
 
-def section_runs(model="standin", revisions="all", benchmarks="all", root="", device="auto",
-                 delete_downloads: bool = False, cache_dir=None, progress: bool = True) -> pd.DataFrame:
-    """Notebook 06's runs: validate its parameters, compute what is missing, return one row per run.
+def section_root(model="standin", root="") -> Path:
+    """Notebook 06's run store: ``root``; "" means the committed data/pythia/runs
+    (:func:`committed_runs_root`) for the stand-in and the user store ``~/.cache/geomcap/pythia-runs``
+    (:func:`geomcap.store.user_root`) for a hub name or a local root, so that metrics computed by a
+    reader never land in the committed data unless that root is given explicitly."""
+    if root:
+        return Path(root)
+    return committed_runs_root() if model == STANDIN_NAME else store.user_root("pythia-runs")
 
-    ``model="standin"`` reads the stand-in's committed metrics (``root`` "" =
-    data/pythia/runs); a hub name or a local root computes the missing
-    (revision, benchmark) metrics into ``root`` first (:func:`run`), then reads
-    them: root "" is then the user store ``~/.cache/geomcap/pythia-runs``
-    (:func:`geomcap.store.user_root`), never the committed data/pythia/runs
-    unless given explicitly. Bad values raise ValueError naming the parameter.
+
+def check_section(model="standin", revisions="all", benchmarks="all", root="",
+                  delete_downloads: bool = False) -> Path:
+    """Check notebook 06's parameters and return its run store (:func:`section_root`).
+
+    ``model``: "standin" (the stand-in's committed metrics), a hub name or a local checkpoint
+    root. Bad values raise ``ParameterError`` naming the parameter.
+    Reads and computes nothing: computing a model's metrics is the notebook's own call of
+    :func:`run`, reading them :func:`model_runs`.
     """
     try:
-        benchmarks = check_benchmarks(benchmarks)
+        check_benchmarks(benchmarks)
     except ValueError as exc:
         raise ParameterError(f"parameter {exc}") from None
     if not isinstance(delete_downloads, bool):
         raise ParameterError(f"parameter delete_downloads: must be True or False, got {delete_downloads!r}")
-    if model == STANDIN_NAME:
-        root = Path(root) if root else data_root()
-        name = STANDIN_NAME
-    else:
-        root = Path(root) if root else store.user_root("pythia-runs")
+    if model != STANDIN_NAME:
         try:
             check_model(model)
         except ValueError as exc:
@@ -168,10 +172,16 @@ def section_runs(model="standin", revisions="all", benchmarks="all", root="", de
             select_revisions(revisions, available_revisions(model))
         except ValueError as exc:
             raise ParameterError(f"parameter {exc}") from None
-        run(model, revisions=revisions, benchmarks=benchmarks, root=root, device=device,
-            delete_downloads=delete_downloads, cache_dir=cache_dir, progress=progress)
-        name = model_label(model)[0]
-    runs = load_runs(root, model=name, benchmarks=benchmarks)
+    return section_root(model, root)
+
+
+def model_runs(model="standin", benchmarks="all", root="") -> pd.DataFrame:
+    """The stored runs of one model, one row per benchmark (:func:`load_benchmark_runs`), from
+    ``root`` (:func:`section_root`). ``model``: "standin", a hub name or a local root (its runs
+    are stored under its label, :func:`run`). Reads only; ValueError when none is stored."""
+    root = section_root(model, root)
+    name = STANDIN_NAME if model == STANDIN_NAME else model_label(model)[0]
+    runs = load_benchmark_runs(root, model=name, benchmarks=benchmarks)
     if runs.empty:
         raise ValueError(f"no complete run of model {name!r} in {root}: see data/pythia/README.md "
                          "(`geomcap pythia standin`, then `geomcap pythia run`)")
