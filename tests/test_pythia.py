@@ -7,6 +7,7 @@ against a folder laid out as a hub cache (HF_HUB_OFFLINE=1).
 import hashlib
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -95,6 +96,9 @@ def test_standin_builds_and_reloads(standin, tmp_path):
     assert not cfg.tie_word_embeddings
     assert not torch.equal(last.get_output_embeddings().weight, last.gpt_neox.embed_in.weight)
     assert not torch.equal(first.gpt_neox.embed_in.weight, last.gpt_neox.embed_in.weight)  # it trained
+    # geomcap's training step trained it: the untrained model's loss is ~ln(vocabulary), then it falls
+    assert info["first_loss"] == pytest.approx(math.log(cfg.vocab_size), abs=0.1)
+    assert info["final_loss"] < info["first_loss"] - 0.2
     assert pythia.build_standin(standin, **TINY) == standin  # same build: reused
     assert info["puzzles"] == 20 and info["puzzle_objects"] == [3]
     assert 0 < info["puzzle_chars"] < info["corpus_chars"]

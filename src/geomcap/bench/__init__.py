@@ -28,8 +28,12 @@ the median of several timed repetitions after a warm-up:
 * ``rankme`` -- ``geomcap.geometry.rankme`` against a naive float64 SVD
   (``numpy.linalg.svd(Z.astype(float64), compute_uv=False)``) for N x d
   matrices; times and the largest difference in value.
-* ``book`` (optional) -- cold and warm ``jupyter-book build . -W -n``;
-  ``make_test`` (optional) -- ``make test`` wall time.
+* ``threads`` (optional) -- one ``geomcap train`` run per thread setting
+  while other processes keep cores busy.
+
+The book build and ``make test`` time the checkout, not the library:
+``benchmarks/suite_times.py`` records them (``book``, ``make_test``) in a
+result, and ``figures_table`` reads them there.
 
 The machines are shared: the result records the load average at the start
 and end of every part, and the ratios -- measured side by side -- are the
@@ -49,11 +53,10 @@ from __future__ import annotations
 
 from geomcap.bench.machine import (committed_results_dir, cpu_model, default_output_name, load_average, machine_info,
                                    matmul_peak, peak_dtype, summarize, time_once, time_repeats)
-from geomcap.bench.step import (GRID_STEPS, PEERS, LogitsOnly, build_peer, flops_per_token, make_train_step,
+from geomcap.bench.step import (GRID_STEPS, PEERS, build_peer, flops_per_token, make_train_step,
                                 select_presets, thread_contention, throughput)
 from geomcap.bench.measures import (COSTLY_PARTS, RANKME_D, RANKME_N, costly_cost, geometry_cost, naive_rankme,
                                     rankme_test_matrix, rankme_vs_naive)
-from geomcap.bench.suite import book_build_times, make_test_time
 from geomcap.bench.projections import TARGETS, check_targets, project_grid
 from geomcap.bench.report import (ALL_PARTS, DEFAULT_PARTS, OPTIONAL_PARTS, figures_table, load_results, parse_parts,
                                   parse_sizes, run_bench)
@@ -61,9 +64,9 @@ from geomcap.bench.report import (ALL_PARTS, DEFAULT_PARTS, OPTIONAL_PARTS, figu
 __all__ = [
     "committed_results_dir", "load_average", "cpu_model", "machine_info", "default_output_name", "time_once",
     "time_repeats",
-    "summarize", "peak_dtype", "matmul_peak", "PEERS", "GRID_STEPS", "flops_per_token", "LogitsOnly",
+    "summarize", "peak_dtype", "matmul_peak", "PEERS", "GRID_STEPS", "flops_per_token",
     "build_peer", "make_train_step", "select_presets", "throughput", "thread_contention", "RANKME_N", "RANKME_D",
     "COSTLY_PARTS", "geometry_cost", "costly_cost", "naive_rankme", "rankme_test_matrix", "rankme_vs_naive",
-    "book_build_times", "make_test_time", "TARGETS", "check_targets", "project_grid", "DEFAULT_PARTS",
+    "TARGETS", "check_targets", "project_grid", "DEFAULT_PARTS",
     "OPTIONAL_PARTS", "ALL_PARTS", "parse_parts", "parse_sizes", "run_bench", "load_results", "figures_table",
 ]

@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from geomcap import tasks
 from geomcap.bench.machine import _log, _memory_gib, matmul_peak, peak_dtype, time_once, time_repeats
-from geomcap.models import PRESETS, build, check_preset, count_parameters
+from geomcap.models import PRESETS, LogitsOnly, build, check_preset, count_parameters
 
 PEERS = ("gpt2", "gpt-neox")
 # the step budget of the committed grid (scripts/cpu_grid.sh), used for projections
@@ -36,19 +36,6 @@ def flops_per_token(preset: str, vocab_size: int, seq_len: int) -> float:
         n_params = count_parameters(build(preset, vocab_size))
     n_matmul = n_params - cfg.block_size * cfg.d_model
     return 6.0 * n_matmul + 12.0 * cfg.n_layer * cfg.d_model * seq_len
-
-
-class LogitsOnly(nn.Module):
-    """Wrap a Hugging Face causal LM so that ``module(idx)`` returns logits (B, T, V), as geomcap's GPT."""
-
-    def __init__(self, hf_model: nn.Module):
-        super().__init__()
-        self.hf_model = hf_model
-
-    def forward(self, idx: torch.Tensor, return_hidden: bool = False) -> torch.Tensor:
-        if return_hidden:
-            raise ValueError("the peer wrapper returns logits only")
-        return self.hf_model(input_ids=idx).logits
 
 
 def build_peer(preset: str, vocab_size: int, kind: str = "gpt2") -> nn.Module:

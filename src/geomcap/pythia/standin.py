@@ -11,8 +11,10 @@ import numpy as np
 import torch
 
 from geomcap import diagnostics, store
+from geomcap.models import LogitsOnly
 from geomcap.pythia.loading import _quiet_transformers
 from geomcap.pythia.revisions import STANDIN_FILE, STANDIN_NAME, standin_info
+from geomcap.train import check_writable, lr_schedule, make_optimizer, train_step
 
 STANDIN_BUILD_KEYS = ("steps", "layers", "width", "heads", "vocab_size", "seq_len", "batch_size", "lr",
                       "every", "seed", "templates", "max_chars", "puzzles", "puzzle_objects")
@@ -77,8 +79,14 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
 
     Each revision folder holds ``save_pretrained`` output of the model and its
     tokenizer; ``out/standin.json`` (written last) records the build, the
-    revisions and ``tokens_per_step`` (batch_size x seq_len). AdamW with 1%
-    linear warmup then cosine decay to 10% of ``lr`` (Pythia's schedule).
+    revisions and ``tokens_per_step`` (batch_size x seq_len). Trained with
+    geomcap's one training step (:func:`geomcap.train.train_step`,
+    :func:`geomcap.train.make_optimizer`, :func:`geomcap.train.lr_schedule`):
+    AdamW (betas 0.9, 0.95; weight decay 0.01 on the matrices) with 1% linear
+    warmup then cosine decay to 10% of ``lr`` (Pythia's schedule), gradient norm
+    clipped at 1. ``first_loss``: the training loss (nats/token) of the first
+    batch, before any update (~ln of the model's vocabulary); ``final_loss``: the
+    mean of the last 10 steps.
     A folder already holding a stand-in with the same build is reused.
 
     The text (``standin_corpus``): Python's documentation, ``templates``
@@ -113,8 +121,6 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
         return out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not empty (nor a stand-in with this build): choose a new folder")
-    from geomcap.train import check_writable
-
     check_writable(out)
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
@@ -139,14 +145,12 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
                            use_parallel_residual=True, tie_word_embeddings=False, bos_token_id=eot,
                            eos_token_id=eot, attention_dropout=0.0, hidden_dropout=0.0)
     net = GPTNeoXForCausalLM(config)
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
-    warmup = max(1, steps // 100)
-
-    def lr_at(step):  # step counts from 1
-        if step <= warmup:
-            return lr * step / warmup
-        progress_ = (step - warmup) / max(1, steps - warmup)
-        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress_)))
+    # geomcap's one training step (train.make_optimizer, train.train_step, train.lr_schedule) with Pythia's
+    # settings: AdamW betas (0.9, 0.95), weight decay 0.01 on the matrices, 1% warmup, cosine to 10%,
+    # gradient norm clipped at 1; the loss is next-token cross-entropy over the whole window (the
+    # window's first token as the prompt, the rest as the answer)
+    opt = make_optimizer(net, lr, weight_decay=0.01, betas=(0.9, 0.95))
+    warmup, step_model, cpu = max(1, steps // 100), LogitsOnly(net), torch.device("cpu")
 
     save_at = set(standin_steps(steps, every))
     gen = torch.Generator().manual_seed(seed)
@@ -165,13 +169,8 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
     for step in tqdm(range(1, steps + 1), desc="stand-in", unit="step", disable=not progress):
         starts = torch.randint(0, len(stream) - seq_len - 1, (batch_size,), generator=gen)
         batch = torch.stack([stream[s: s + seq_len] for s in starts.tolist()])
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step)
-        loss = net(input_ids=batch, labels=batch).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
+        loss = train_step(net, opt, batch[:, :1], batch[:, 1:], lr_schedule(step - 1, lr, warmup, steps, 0.1),
+                          1.0, cpu, step_model=step_model)
         losses.append(float(loss.detach()))
         if step in save_at:
             net.eval()
@@ -182,7 +181,8 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
             "parameters": sum(p.numel() for p in net.parameters()), "tokenizer_vocab": len(tokenizer),
             "corpus_chars": sum(map(len, docs)), "corpus_tokens": int(len(stream)),
             "puzzle_chars": sum(len(p) for d in docs for p in re.findall(_PUZZLE, d)),
-            "final_loss": float(np.mean(losses[-10:])), "train_seconds": round(time.perf_counter() - t_train, 2),
+            "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
+            "train_seconds": round(time.perf_counter() - t_train, 2),
             "build_seconds": round(time.perf_counter() - t0, 2), "provenance": store.provenance("cpu")}
     store.atomic_write_json(out / STANDIN_FILE, info)
     return out
