@@ -13,31 +13,25 @@ from geomcap.bench.machine import _log, committed_results_dir, load_average, mac
 from geomcap.bench.measures import RANKME_D, RANKME_N, costly_cost, geometry_cost, rankme_vs_naive
 from geomcap.bench.projections import check_targets, project_grid
 from geomcap.bench.step import PEERS, select_presets, thread_contention, throughput
-from geomcap.bench.suite import book_build_times, make_test_time
 from geomcap.models import check_preset
 
 DEFAULT_PARTS = ("throughput", "geometry", "costly", "rankme")
-OPTIONAL_PARTS = ("book", "make_test", "threads")
+OPTIONAL_PARTS = ("threads",)
 ALL_PARTS = DEFAULT_PARTS + OPTIONAL_PARTS
 
 
 # --- the whole bench ------------------------------------------------------------
 
 def parse_parts(text) -> list[str]:
-    """'default', 'all', 'none' or a comma-separated list of parts -> list (checked).
-
-    'none' runs no part (with ``--update --make-test-s``: only record that figure).
-    """
+    """'default', 'all' or a comma-separated list of parts -> list (checked)."""
     if isinstance(text, str):
         if text == "default":
             return list(DEFAULT_PARTS)
         if text == "all":
             return list(ALL_PARTS)
-        if text == "none":
-            return []
         text = [t.strip() for t in text.split(",") if t.strip()]
         if not text:
-            raise ValueError(f"no bench part given; choose from: {', '.join(ALL_PARTS)}, or default, all, none")
+            raise ValueError(f"no bench part given; choose from: {', '.join(ALL_PARTS)}, or default, all")
     parts = list(text)
     unknown = [p for p in parts if p not in ALL_PARTS]
     if unknown:
@@ -62,15 +56,15 @@ def run_bench(out, parts=DEFAULT_PARTS, device: str = "auto", presets="auto", ta
               level: str = "hard", batch_size: int = 128, rounds: int = 7, block_s: float = 1.5,
               max_step_s: float = 2.0, peer: str | None = "gpt2", compile_presets=(),
               rankme_sizes=None, rankme_repeats: int | None = None, costly_repeats: int = 3,
-              peak_n: int | None = None, threads: int | None = None, make_test_s: float | None = None,
+              peak_n: int | None = None, threads: int | None = None,
               command: str | None = None, update: bool = False, progress: bool = True) -> dict:
     """Run the chosen parts in one process and write the result to the JSON file ``out``.
 
     The file is rewritten after every part (a long bench killed midway keeps
     what it measured). Returns the result dict: machine, load averages,
     settings, one entry per part, the targets (``check_targets``) and the
-    projection of the paper's grid (``project_grid``). ``make_test_s``
-    records a ``make test`` time measured elsewhere (when the part is not run).
+    projection of the paper's grid (``project_grid``). The book build and
+    the test suite are timed by ``benchmarks/suite_times.py`` in a checkout, not here.
     ``update``: when ``out`` already holds a result (of the same device), run
     only ``parts`` and replace those entries, keeping the others; the update's
     command, settings, machine and load averages go to ``result["updates"]``.
@@ -127,7 +121,7 @@ def run_bench(out, parts=DEFAULT_PARTS, device: str = "auto", presets="auto", ta
 
 
 def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_s, max_step_s, peer,
-               compile_presets, rankme_sizes, rankme_repeats, costly_repeats, peak_n, threads, make_test_s,
+               compile_presets, rankme_sizes, rankme_repeats, costly_repeats, peak_n, threads,
                command, progress, update, **_) -> dict:
     import json
 
@@ -212,19 +206,12 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
         elif part == "rankme":
             result[part] = rankme_vs_naive(rankme_sizes, repeats=rankme_repeats, progress=progress,
                                            on_progress=partial)
-        elif part == "book":
-            result[part] = book_build_times(progress=progress)
-        elif part == "make_test":
-            result[part] = make_test_time(progress=progress)
         elif part == "threads":
             result[part] = thread_contention(progress=progress, on_progress=partial)
         result[part]["measured_at"] = now()
         result["part_seconds"][part] = time.perf_counter() - t0
         result["part_load_average"][part] = {"start": load0, "end": load_average()}
         save()
-    if make_test_s is not None and "make_test" not in parts:
-        result["make_test"] = {"command": "make test", "seconds": float(make_test_s), "measured_at": now(),
-                               "source": "measured separately and passed in with --make-test-s"}
     target["finished_at"] = now()
     save()
     _log(progress, f"done in {target['wall_s']:.0f} s: {out}")
