@@ -256,7 +256,9 @@ def thread_contention(task: str = "copy", level: str = "easy", steps: int = 200,
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     settings = {"default": [], "threads_1": ["--threads", "1"], f"threads_{cores}": ["--threads", str(cores)]}
     seconds = {name: [] for name in settings}
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    # each busy process spins while this one lives: one killed without its cleanup leaves none behind
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(busy)]
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(rounds):
