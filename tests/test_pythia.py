@@ -7,6 +7,7 @@ against a folder laid out as a hub cache (HF_HUB_OFFLINE=1).
 import hashlib
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -95,6 +96,9 @@ def test_standin_builds_and_reloads(standin, tmp_path):
     assert not cfg.tie_word_embeddings
     assert not torch.equal(last.get_output_embeddings().weight, last.gpt_neox.embed_in.weight)
     assert not torch.equal(first.gpt_neox.embed_in.weight, last.gpt_neox.embed_in.weight)  # it trained
+    # geomcap's training step trained it: the untrained model's loss is ~ln(vocabulary), then it falls
+    assert info["first_loss"] == pytest.approx(math.log(cfg.vocab_size), abs=0.1)
+    assert info["final_loss"] < info["first_loss"] - 0.2
     assert pythia.build_standin(standin, **TINY) == standin  # same build: reused
     assert info["puzzles"] == 20 and info["puzzle_objects"] == [3]
     assert 0 < info["puzzle_chars"] < info["corpus_chars"]
@@ -294,9 +298,9 @@ def test_run_stores_resumes_and_skips_a_missing_revision(standin, small_benchmar
     # the generic loaders read it
     runs = results.load_runs(tmp_path / "runs")
     assert sorted(runs["task"]) == ["capitals", "logical_deduction"]
-    runs = pythia.load_runs(tmp_path / "runs", model="standin")
+    runs = pythia.load_benchmark_runs(tmp_path / "runs", model="standin")
     assert list(runs["task"]) == ["capitals", "logical_deduction"]  # benchmark order
-    table = pythia.summary_table(runs, results.load_metrics(runs), layers="all")
+    table = pythia.gap_table(runs, results.load_metrics(runs), layers="all")
     assert len(table) == 2 * 3 and table["final_layer"].sum() == 2
 
 
@@ -330,7 +334,7 @@ def test_items_longer_than_the_context_are_left_out_and_counted(standin, small_b
     metrics = store.read_metrics(run_dir)
     got = metrics[(metrics.step == 6) & (metrics.measure == "accuracy")]["value"].item()
     assert got == expected
-    runs = pythia.load_runs(tmp_path / "runs")
+    runs = pythia.load_benchmark_runs(tmp_path / "runs")
     assert f"left out: logical_deduction {n_out} of {len(items)}" in pythia.describe(runs, results.load_metrics(runs))
 
 
@@ -343,7 +347,7 @@ def test_summary_gap_matches_the_events_code():
     metrics = pd.DataFrame(rows, columns=store.METRIC_COLUMNS).assign(run="r", task="logical_deduction")
     runs = pd.DataFrame([{"run": "r", "model": "m", "task": "logical_deduction", "level": "hard",
                           "chance": 0.25, "tokens_per_step": 100}])
-    table = pythia.summary_table(runs, metrics)
+    table = pythia.gap_table(runs, metrics)
     row = table.iloc[0]
     p = events.precursor(steps, rank * 2, events.chance_corrected(acc, 0.25))
     assert row["layer"] == 1 and row["acquisition_step"] == p.acquisition_step == 4000
@@ -352,7 +356,7 @@ def test_summary_gap_matches_the_events_code():
     c7 = pythia.claim_c7(table)
     assert c7["claim"] == "C7" and c7["value"] == 3000 and "logical_deduction gap 3000 steps" in c7["ours"]
     with pytest.raises(ValueError, match="parameter layers"):
-        pythia.summary_table(runs, metrics, layers=[5])
+        pythia.gap_table(runs, metrics, layers=[5])
 
 
 def test_claim_from_the_committed_standin_says_it_is_not_pythia():
@@ -363,11 +367,20 @@ def test_claim_from_the_committed_standin_says_it_is_not_pythia():
 
 def test_notebook_parameter_errors():
     with pytest.raises(ValueError, match="parameter model: 'gpt-2'"):
-        pythia.section_runs(model="gpt-2")
+        pythia.check_section(model="gpt-2")
     with pytest.raises(ValueError, match="benchmarks: unknown benchmark 'chess'"):
-        pythia.section_runs(benchmarks=["chess"])
+        pythia.check_section(benchmarks=["chess"])
     with pytest.raises(ValueError, match="parameter revisions"):
         pythia.select_metrics(pd.DataFrame({"step": [0, 1]}), "step5")
+
+
+def test_section_store_the_committed_one_only_for_the_standin(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert pythia.check_section("standin") == pythia.committed_runs_root()
+    assert pythia.check_section(HUB, "step0") == tmp_path / "cache" / "geomcap" / "pythia-runs"
+    assert pythia.check_section(HUB, "step0", root=tmp_path / "mine") == tmp_path / "mine"
+    with pytest.raises(ValueError, match="no complete run of model 'EleutherAI/pythia-160m'"):
+        pythia.model_runs(HUB)  # reads only: nothing stored there, nothing computed
 
 
 # ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
     geomcap presets
     geomcap show runs/add-hard
     geomcap show --json runs/add-hard/metrics.csv
-    geomcap bench --threads 1 --book              # JSON into data/bench (see data/bench/README.md)
+    geomcap bench --threads 1                     # JSON into data/bench (see data/bench/README.md)
     geomcap pythia standin --out /tmp/standin
     geomcap pythia run --model /tmp/standin --revisions all --benchmarks all --out data/pythia/runs
     geomcap pythia run --model EleutherAI/pythia-2.8b --revisions every:4000 --out data/pythia/runs --delete-downloads
@@ -385,26 +385,26 @@ def cmd_pythia(args) -> int:
             print(path)
         return 0
     if args.pythia_command == "show":
-        runs = pythia.load_runs(args.root, model=args.model)
+        runs = pythia.load_benchmark_runs(args.root, model=args.model)
         if runs.empty:
-            print(f"no complete Pythia run in {args.root or pythia.data_root()}")
+            print(f"no complete Pythia run in {args.root or pythia.committed_runs_root()}")
             return 0
         from geomcap import results
 
         metrics = results.load_metrics(runs)
         layers = args.layers if args.layers in ("final", "all") else [int(x) for x in args.layers.split(",")]
-        table = pythia.summary_table(runs, metrics, layers=layers)
+        table = pythia.gap_table(runs, metrics, layers=layers)
         columns = ["model", "benchmark", "level", "layer", "final_accuracy", "acquisition_step", "transition_step",
                    "gap_steps", "gap_tokens", "is_precursor"]
         print(table[columns].to_string(index=False))
         return 0
     # run: every parameter is checked before anything is written
-    from geomcap.train import check_writable
+    from geomcap.train import check_writable, resolve_device
 
     pythia.check_model(args.model)
     pythia.check_benchmarks(args.benchmarks)
     pythia.select_revisions(args.revisions, pythia.available_revisions(args.model))
-    pythia.resolve_device(args.device)
+    resolve_device(args.device)
     if args.batch_tokens is not None and args.batch_tokens < 1:
         raise ValueError(f"--batch-tokens must be a positive integer, got {args.batch_tokens}")
     check_writable(args.out)
@@ -422,12 +422,8 @@ def _bench_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks: throughput vs a transformers peer and the matmul peak, cost of "
                                      "the measures, RankMe vs a naive SVD (JSON into data/bench)")
     p.add_argument("--parts", default="default",
-                   help="comma-separated parts: throughput, geometry, costly, rankme, book, make_test, threads "
-                        "(default: the first four; all: every part; none: only --make-test-s)")
-    p.add_argument("--book", action="store_true", help="also time a cold and a warm book build")
-    p.add_argument("--make-test", action="store_true", help="also time `make test` (long)")
-    p.add_argument("--make-test-s", type=float, default=None,
-                   help="record a `make test` wall time measured separately (seconds)")
+                   help="comma-separated parts: throughput, geometry, costly, rankme, threads "
+                        "(default: the first four; all: every part)")
     p.add_argument("--out", default=None, help="result file (default data/bench/<device>.json, e.g. cpu-2core.json)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     p.add_argument("--threads", type=int, default=None,
@@ -472,9 +468,8 @@ def cmd_bench(args) -> int:
     from geomcap.train import resolve_device
 
     parts = bench.parse_parts(args.parts)
-    parts += [p for p, flag in (("book", args.book), ("make_test", args.make_test)) if flag and p not in parts]
     dev = resolve_device(args.device)
-    out = args.out or str(bench.data_dir() / bench.default_output_name(dev))
+    out = args.out or str(bench.committed_results_dir() / bench.default_output_name(dev))
     peer = None if args.peer == "none" else args.peer
     rankme_sizes = bench.parse_sizes(args.rankme_n, args.rankme_d)
     if args.rankme_repeats is not None and args.rankme_repeats < 1:
@@ -484,7 +479,7 @@ def cmd_bench(args) -> int:
                              block_s=args.block_s, max_step_s=args.max_step_s, peer=peer,
                              compile_presets=args.compile, rankme_sizes=rankme_sizes,
                              rankme_repeats=args.rankme_repeats, costly_repeats=args.costly_repeats,
-                             peak_n=args.peak_n, threads=args.threads, make_test_s=args.make_test_s,
+                             peak_n=args.peak_n, threads=args.threads,
                              command=_bench_command(args), update=args.update, progress=not args.quiet)
     table = bench.figures_table(result)
     print(table.to_string(index=False) if len(table) else "no figures")

@@ -504,8 +504,10 @@ def generate(name: str, n: int | None = None, seed: int | None = None) -> list[d
 
 
 def benchmark_dir() -> Path:
-    """The committed benchmark files: <repository>/data/pythia/benchmarks."""
-    return Path(__file__).resolve().parents[2] / "data" / "pythia" / "benchmarks"
+    """The committed benchmark files: data/pythia/benchmarks (:func:`geomcap.store.committed_data`)."""
+    from geomcap import store
+
+    return store.committed_data("pythia", "benchmarks")
 
 
 def jsonl_text(items: list[dict]) -> str:

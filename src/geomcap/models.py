@@ -198,6 +198,20 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+class LogitsOnly(nn.Module):
+    """Wrap a Hugging Face causal LM so that ``module(idx)`` returns logits (B, T, V), as :class:`GPT` does:
+    the form :func:`answer_loss` and :func:`geomcap.train.train_step` take."""
+
+    def __init__(self, hf_model: nn.Module):
+        super().__init__()
+        self.hf_model = hf_model
+
+    def forward(self, idx: torch.Tensor, return_hidden: bool = False) -> torch.Tensor:
+        if return_hidden:
+            raise ValueError("LogitsOnly returns logits only")
+        return self.hf_model(input_ids=idx).logits
+
+
 def preset_table(vocab_size: int) -> list[dict]:
     """One row per preset: name, layers, width, heads, parameters (exact, counted on a built model)."""
     rows = []

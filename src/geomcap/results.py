@@ -982,7 +982,7 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
 
 
 def claim_c7(pythia_summary: pd.DataFrame | None = None) -> dict:
-    """C7 from a Pythia summary table (:func:`geomcap.pythia.summary_table`: one row per benchmark and
+    """C7 from a Pythia summary table (:func:`geomcap.pythia.gap_table`: one row per benchmark and
     layer, with ``level``, ``final_layer``, ``acquisition_step``, ``is_precursor``, ``gap_checkpoints``)."""
     rule = ("reproduced: the hard benchmark is acquired with a precursor (final layer) and no easy benchmark "
             "has one; partly: the hard one has a precursor but some easy ones do too; not reproduced: the hard "
@@ -1051,7 +1051,7 @@ def claims_from_store(root="", small: str = "405k", large: str = "1.3m",
                       pythia_summary: pd.DataFrame | None = None) -> list[dict]:
     """Every algorithmic claim (C1-C6, C8) over all complete runs of a store ("" = the committed
     data/runs), each as a :func:`claim_row` with its verdict: the book's results page. With
-    ``pythia_summary`` (:func:`geomcap.pythia.summary_table`) C7 is included between C6 and C8;
+    ``pythia_summary`` (:func:`geomcap.pythia.gap_table`) C7 is included between C6 and C8;
     without it the caller adds C7 (:func:`geomcap.pythia.claim_from_store`)."""
     runs = load_runs(Path(root) if root else data_root())
     summary = summary_table(runs)

@@ -253,13 +253,22 @@ def stop_step(acquisition: int, cfg: "TrainConfig") -> int | None:
     return acquisition + max(int(math.ceil(cfg.stop_margin * acquisition)), cfg.stop_min_steps)
 
 
-def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """LR for the update that takes the model from ``step`` to ``step + 1``."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+def lr_schedule(step: int, lr: float, warmup_steps: int, steps: int, min_lr_ratio: float) -> float:
+    """The learning rate for the update that takes the model from ``step`` to ``step + 1`` (steps
+    count from 0): linear warmup to ``lr`` over ``warmup_steps`` updates, then cosine decay to
+    ``min_lr_ratio * lr`` at ``steps``, held there after. The one schedule of geomcap: the
+    training loop (:func:`learning_rate`) and the Pythia stand-in use it."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, steps - warmup_steps)
     cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
+    return lr * (min_lr_ratio + (1 - min_lr_ratio) * cosine)
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """LR for the update that takes the model from ``step`` to ``step + 1`` (:func:`lr_schedule`
+    with the config's lr, warmup_steps, steps and min_lr_ratio)."""
+    return lr_schedule(step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
 
 
 def resolve_device(device: str = "auto") -> torch.device:

@@ -1,0 +1,232 @@
+"""Timing the measures: per-checkpoint geometry, the costly training-dynamics measures, RankMe against a naive SVD."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from geomcap import geometry, tasks
+from geomcap.bench.machine import _log, time_once
+from geomcap.bench.step import GRID_STEPS, make_train_step
+from geomcap.models import build
+
+RANKME_N = (512, 4096, 32768)
+RANKME_D = (128, 768, 2560)
+COSTLY_PARTS = ("per_example_gradients", "grad_rank", "grad_cov_rank", "hessian", "llc")
+
+
+# --- per-checkpoint geometry ------------------------------------------------
+
+def geometry_cost(presets, device: torch.device, task: str = "add", level: str = "hard", rounds: int = 3,
+                  block_s: float = 2.0, schedules=(2000, GRID_STEPS["hard"]), progress: bool = True,
+                  on_progress=None) -> dict:
+    """Share of training time spent on per-checkpoint evaluation and geometry, per preset.
+
+    Alternates ``rounds`` times: a block of training steps (~``block_s`` s),
+    then one ``geomcap.train.evaluate`` (after one untimed warm-up of each).
+    ``geometry_s`` is the part of evaluate spent on RankMe (4 variants x every
+    layer) and the probes; ``eval_s`` the whole checkpoint (forward passes on
+    512 training and 512 test examples + geometry). For a run of ``steps``
+    steps at the default schedule (``checkpoint_steps(steps)``): share =
+    checkpoints x seconds per checkpoint / (steps x seconds per step), the
+    median over rounds of the per-round shares. ``on_progress(out)``, if
+    given, is called with the partial result after each preset.
+    """
+    from geomcap.train import TrainConfig, checkpoint_steps, evaluate
+
+    data = tasks.make_task(task, level, seed=0, n_train=8192, n_test=512)
+    prompts, answers = data.train_prompts.to(device), data.train_answers.to(device)
+    out = {"task": task, "level": level, "rounds": rounds, "presets": []}
+    for preset in presets:
+        cfg = TrainConfig(task=task, level=level, size=preset)
+        torch.manual_seed(0)
+        model = build(preset, tasks.VOCAB_SIZE).to(device)
+        run = make_train_step(model, prompts, answers, cfg.batch_size, device)
+        step_s = time_once(lambda: run(2), device) / 2
+        k = int(min(500, max(1, round(block_s / step_s))))
+        evaluate(model, data, cfg, device)
+        steps_s, eval_s, geo_s = [], [], []
+        for r in range(rounds):
+            steps_s.append(time_once(lambda: run(k), device) / k)
+            t0 = time.perf_counter()
+            _, g = evaluate(model, data, cfg, device)
+            eval_s.append(time.perf_counter() - t0)
+            geo_s.append(g)
+            _log(progress, f"geometry {preset} round {r + 1}/{rounds}: step {1000 * steps_s[-1]:.1f} ms, "
+                 f"checkpoint {eval_s[-1]:.2f} s (geometry {geo_s[-1]:.2f} s)")
+        row = {"preset": preset, "ms_per_step": 1000 * statistics.median(steps_s),
+               "eval_s": statistics.median(eval_s), "geometry_s": statistics.median(geo_s),
+               "layers": model.n_hidden, "probe_size": cfg.probe_size, "schedules": []}
+        for steps in schedules:
+            n_ckpt = len(checkpoint_steps(steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints))
+            geo_share = [n_ckpt * g / (steps * s) for g, s in zip(geo_s, steps_s)]
+            eval_share = [n_ckpt * e / (steps * s) for e, s in zip(eval_s, steps_s)]
+            row["schedules"].append({"steps": steps, "checkpoints": n_ckpt,
+                                     "geometry_share": statistics.median(geo_share),
+                                     "eval_share": statistics.median(eval_share),
+                                     "geometry_share_rounds": geo_share})
+        out["presets"].append(row)
+        if on_progress is not None:
+            on_progress(out)
+    return out
+
+
+# --- costly measures ----------------------------------------------------------
+
+def costly_cost(size: str = "405k", task: str = "add", level: str = "hard", repeats: int = 3, warmup: int = 1,
+                n_examples: int = 256, hessian_k: int = 1, measures=COSTLY_PARTS, costly_every: int = 4,
+                steps: int = GRID_STEPS["hard"], block_s: float = 2.0, progress: bool = True) -> dict:
+    """Seconds per evaluation of each costly measure, as ``geomcap.train.costly_measures`` runs them (CPU).
+
+    measures: any of ``per_example_gradients`` (G, N x P, shared by the two
+    gradient ranks), ``grad_rank`` (G + its effective rank), ``grad_cov_rank``
+    (G + covariance rank), ``hessian`` (top-``hessian_k`` eigenvalues),
+    ``llc`` (devinterp SGLD, ``LLC_DEFAULTS``). Each repetition times a
+    block of training steps first, so every measure also has a median
+    training-step equivalent; ``run_share`` is the share of a ``steps``-step
+    run that records all of them on every ``costly_every``-th checkpoint.
+    """
+    from geomcap import dynamics
+    from geomcap.train import checkpoint_steps
+
+    unknown = [m for m in measures if m not in COSTLY_PARTS]
+    if unknown:
+        raise ValueError(f"unknown costly measure {unknown[0]!r}; choose from: {', '.join(COSTLY_PARTS)}")
+    device = torch.device("cpu")
+    data = tasks.make_task(task, level, seed=0, n_train=max(8192, n_examples), n_test=64)
+    torch.manual_seed(0)
+    model = build(size, tasks.VOCAB_SIZE)
+    run = make_train_step(model, data.train_prompts, data.train_answers, 128, device)
+    step_s = time_once(lambda: run(2)) / 2
+    k = int(min(500, max(1, round(block_s / step_s))))
+    prompts, answers = data.train_prompts[:n_examples], data.train_answers[:n_examples]
+
+    def grads():
+        model.eval()
+        return dynamics.per_example_gradients(model, prompts, answers)
+
+    G = grads()
+    fns = {
+        "per_example_gradients": grads,
+        "grad_rank": lambda: dynamics.gradient_effective_rank(grads()),
+        "grad_cov_rank": lambda: dynamics.gradient_covariance_rank(grads()),
+        "hessian": lambda: dynamics.hessian_top_eigenvalues(model.eval(), prompts, answers, k=hessian_k),
+        "llc": lambda: dynamics.local_learning_coefficient(model, prompts, answers),
+    }
+    secs = {m: [] for m in measures}
+    steps_s = []
+    rank_only = {"erank": [], "cov_rank": []}
+    for r in range(warmup + repeats):
+        s = time_once(lambda: run(k)) / k
+        for m in measures:
+            t = time_once(fns[m])
+            if r >= warmup:
+                secs[m].append(t)
+        if r >= warmup:
+            steps_s.append(s)
+            rank_only["erank"].append(time_once(lambda: dynamics.gradient_effective_rank(G)))
+            rank_only["cov_rank"].append(time_once(lambda: dynamics.gradient_covariance_rank(G)))
+        _log(progress, f"costly {size} repetition {r + 1}/{warmup + repeats}"
+             f"{' (warm-up)' if r < warmup else ''}: step {1000 * s:.1f} ms, "
+             + ", ".join(f"{m} {v[-1]:.2f} s" for m, v in secs.items() if v))
+    schedule = checkpoint_steps(steps)
+    n_costly = len(set(schedule[::costly_every].tolist()) | {steps})
+    rows = []
+    for m in measures:
+        rows.append({"measure": m, "seconds": statistics.median(secs[m]), "seconds_rounds": secs[m],
+                     "step_equivalents": statistics.median([t / s for t, s in zip(secs[m], steps_s)])})
+    # what train.costly_measures does per costly checkpoint: G once, both ranks, Hessian, LLC
+    per_ckpt = []
+    for i in range(len(steps_s)):
+        total = 0.0
+        if "per_example_gradients" in secs:
+            total += secs["per_example_gradients"][i] + rank_only["erank"][i] + rank_only["cov_rank"][i]
+        for m in ("hessian", "llc"):
+            if m in secs:
+                total += secs[m][i]
+        per_ckpt.append(total)
+    return {"size": size, "task": task, "level": level, "n_examples": n_examples, "hessian_k": hessian_k,
+            "repeats": repeats, "warmup": warmup, "ms_per_step": 1000 * statistics.median(steps_s),
+            "measures": rows,
+            "rank_only_s": {k_: statistics.median(v) for k_, v in rank_only.items()},
+            "per_costly_checkpoint_s": statistics.median(per_ckpt),
+            "run": {"steps": steps, "costly_every": costly_every, "costly_checkpoints": n_costly,
+                    "run_share": statistics.median([n_costly * c / (steps * s) for c, s in zip(per_ckpt, steps_s)])}}
+
+
+# --- RankMe against a naive SVD -----------------------------------------------
+
+def naive_rankme(Z, eps: float = 1e-7) -> float:
+    """RankMe from a plain float64 SVD of the whole (N, d) matrix (numpy/LAPACK gesdd, values only)."""
+    s = np.linalg.svd(np.asarray(Z, dtype=np.float64), compute_uv=False)
+    p = s / s.sum() + eps
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def rankme_test_matrix(n: int, d: int, seed: int = 0) -> np.ndarray:
+    """A float32 (n, d) matrix shaped like hidden states: a power-law spectrum plus a common component.
+
+    Z = X diag(k^-1) + 0.5 m, X standard normal (n, d), k = 1..d, m one
+    random row shared by all rows (the uncentred states' common component).
+    """
+    if n < 1 or d < 1:
+        raise ValueError(f"matrix sizes must be positive, got {n} x {d}")
+    rng = np.random.default_rng([seed, n, d])
+    Z = rng.standard_normal((n, d), dtype=np.float32)
+    Z *= (1.0 / np.arange(1, d + 1, dtype=np.float32))
+    Z += 0.5 * rng.standard_normal((1, d), dtype=np.float32)
+    return Z
+
+
+def _rankme_repeats(n: int, d: int) -> tuple[int, int]:
+    """(repeats, warmup) by the work n d min(n, d): fewer for the largest (stated in the result)."""
+    work = n * d * min(n, d)
+    if work <= 5e9:
+        return 5, 1
+    if work <= 5e10:
+        return 3, 1
+    return 1, 0
+
+
+def rankme_vs_naive(sizes, repeats: int | None = None, progress: bool = True, on_progress=None) -> dict:
+    """geomcap's RankMe vs ``naive_rankme`` on ``rankme_test_matrix(N, d)`` for each (N, d) in sizes.
+
+    Both take the same float32 matrix (as hidden states are) and convert to
+    float64 themselves; timed in alternation, ``repeats`` each (default by
+    size: 5, 3, or 1 without warm-up for N d min(N, d) > 5e10). speedup =
+    median over repetitions of naive time / geomcap time. ``on_progress(out)``,
+    if given, is called with the partial result after each size.
+    """
+    out = {"naive": "numpy.linalg.svd(Z.astype(float64), compute_uv=False), numpy " + np.__version__,
+           "matrix": "rankme_test_matrix: float32, power-law spectrum k^-1 plus a common component", "sizes": []}
+    rows = out["sizes"]
+    for n, d in sizes:
+        Z = rankme_test_matrix(n, d)
+        reps, warm = _rankme_repeats(n, d) if repeats is None else (repeats, 1)
+        method = "gram" if min(n, d) >= 256 and max(n, d) >= 4 * min(n, d) else "svd"
+        ours_t, naive_t = [], []
+        ours_v = naive_v = None
+        for r in range(warm + reps):
+            t0 = time.perf_counter()
+            ours_v = geometry.rankme(Z)
+            t1 = time.perf_counter()
+            naive_v = naive_rankme(Z)
+            t2 = time.perf_counter()
+            if r >= warm:
+                ours_t.append(t1 - t0)
+                naive_t.append(t2 - t1)
+        row = {"n": n, "d": d, "method": method, "repeats": reps, "warmup": warm,
+               "geomcap_s": statistics.median(ours_t), "naive_s": statistics.median(naive_t),
+               "speedup": statistics.median([b / a for a, b in zip(ours_t, naive_t)]),
+               "geomcap_value": ours_v, "naive_value": naive_v, "abs_diff": abs(ours_v - naive_v),
+               "rel_diff": abs(ours_v - naive_v) / abs(naive_v)}
+        rows.append(row)
+        _log(progress, f"rankme {n} x {d} ({method}, {reps} repeats): geomcap {row['geomcap_s']:.3f} s, "
+             f"naive {row['naive_s']:.3f} s, speedup {row['speedup']:.2f}, |diff| {row['abs_diff']:.1e}")
+        del Z
+        if on_progress is not None:
+            on_progress(out)
+    return out

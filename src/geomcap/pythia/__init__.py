@@ -1,0 +1,86 @@
+"""Pythia checkpoints (hub or local root), diagnostic scoring, hidden-state geometry (claim C7).
+
+The paper's Pythia validation: for each training revision of a Pythia model,
+the accuracy on seven easy diagnostics and one hard logical-deduction task
+(:mod:`geomcap.diagnostics`) and the RankMe of the hidden states at the scored
+position, per layer; then acquisition and the RankMe precursor gap with the
+same events code as the algorithmic runs (:mod:`geomcap.events`).
+
+    from geomcap import pythia
+    pythia.run("EleutherAI/pythia-160m", revisions="log", root="data/pythia/runs")   # the hub
+    pythia.run("/data/pythia-160m", revisions="all", root="data/pythia/runs")         # a local root
+    pythia.build_standin("/tmp/standin")                                              # offline stand-in
+
+Sources. ``model`` is a hub name (``EleutherAI/pythia-160m``, ``-deduped``
+variants too) or a local checkpoint root: a folder with one subfolder per
+revision named as on the hub (``step0``, ``step1``, ... ``step143000``), each
+holding what ``save_pretrained`` writes for a GPTNeoXForCausalLM and its
+tokenizer (what ``geomcap pythia standin`` writes). Both go through
+``GPTNeoXForCausalLM.from_pretrained`` (float32 on CPU, bfloat16 on GPU; no
+remote code); the tokenizer is loaded once, from ``main`` on the hub (some
+step branches ship tokenizer files without special tokens) and from the
+latest revision of a local root. A revision that cannot be loaded (absent,
+truncated, non-finite or missing weights) raises :class:`RevisionUnavailable`,
+which :func:`run` reports and skips.
+
+Scoring (:func:`score_items`). Every sequence starts with ``<|endoftext|>``
+(id 0, Pythia's document separator), then the context, then one choice;
+sequences are right-padded (GPT-NeoX takes positions from arange, so left
+padding would shift the rotary positions). One forward pass of the base model
+(``model.gpt_neox``) gives every layer's hidden state; the output head is
+applied only at the positions that predict scored tokens, never to the whole
+(batch, time, 50304) block. For a ``choice`` item the score is the summed
+log-probability of the choice's tokens given the context (``accuracy``) and
+the same per UTF-8 byte of the choice (``accuracy_norm``, as lm-eval-harness's
+acc_norm); for a ``pair`` item, the whole sentence's log-probability (every
+token after ``<|endoftext|>``), and per byte of the sentence. The hidden
+states kept for RankMe are those at the last context token (the position that
+predicts the first answer token), one row per item: N = items, d = width.
+
+Run store. One run directory per (model, benchmark) under ``root`` (named by
+the hash of its config, :mod:`geomcap.store`): ``config.json`` with
+``family="pythia"``, ``model``, ``size``, ``task`` (the benchmark), ``level``
+(easy or hard), ``seed`` (the benchmark's), ``steps`` (the model's training
+length: 143000 for Pythia), ``measures``, the benchmark file's hash, the number of items,
+chance accuracy and tokens per step; a tidy ``metrics.csv``
+(``step`` = the revision's training step; ``accuracy``, ``accuracy_norm``,
+``nll`` at layer -1; ``rankme`` and ``rankme_centred`` per layer, 0 =
+embeddings, the last after the final LayerNorm); ``status.json`` last. A
+revision's metrics are written for every benchmark before the next revision
+is loaded; rerunning skips what is stored, so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+from __future__ import annotations
+
+from geomcap.pythia.loading import default_dtype, delete_cached_revision, load_pretrained, load_revision, load_tokenizer
+from geomcap.pythia.revisions import (HUB_NAME, REVISIONS, SCHEDULE_STEPS, SIZES, STANDIN_FILE, STANDIN_NAME,
+                                      TOKENS_PER_STEP, RevisionUnavailable, available_revisions, check_model,
+                                      local_revisions, model_label, revision_step, select_revisions, standin_info)
+from geomcap.pythia.runs import MEASURES, SCORING, check_benchmarks, committed_runs_root, run, run_config
+from geomcap.pythia.scoring import Scores, accuracy, benchmark_rows, encode_items, fitting_items, score_items
+from geomcap.pythia.standin import (STANDIN_BUILD_KEYS, build_standin, standin_corpus, standin_steps,
+                                    train_tokenizer)
+from geomcap.pythia.tables import (CPU_FORWARD_SECONDS, check_layers, check_section, claim_c7, claim_from_store,
+                                   cost_estimate, describe, gap_table, load_benchmark_runs, model_runs,
+                                   section_root, select_metrics, timing_table)
+
+__all__ = [
+    # names and schedule, sources
+    "SCHEDULE_STEPS", "REVISIONS", "TOKENS_PER_STEP", "SIZES", "STANDIN_NAME", "RevisionUnavailable",
+    "revision_step", "check_model", "model_label", "local_revisions", "available_revisions", "select_revisions",
+    "standin_info",
+    # loading
+    "load_tokenizer", "load_revision", "load_pretrained", "default_dtype", "delete_cached_revision",
+    # scoring
+    "Scores", "encode_items", "fitting_items", "score_items", "accuracy", "benchmark_rows",
+    # the run into the store
+    "MEASURES", "committed_runs_root", "check_benchmarks", "run_config", "run",
+    # the offline stand-in
+    "build_standin", "standin_corpus", "standin_steps", "train_tokenizer",
+    # analysis: reads the store only
+    "load_benchmark_runs", "check_layers", "gap_table", "claim_c7", "claim_from_store", "section_root",
+    "check_section", "model_runs", "select_metrics", "timing_table", "describe", "CPU_FORWARD_SECONDS",
+    "cost_estimate",
+]

@@ -1,0 +1,188 @@
+"""The offline stand-in: a small GPT-NeoX trained here on offline text, saved at Pythia-like revisions."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from geomcap import diagnostics, store
+from geomcap.models import LogitsOnly
+from geomcap.pythia.loading import _quiet_transformers
+from geomcap.pythia.revisions import STANDIN_FILE, STANDIN_NAME, standin_info
+from geomcap.train import check_writable, lr_schedule, make_optimizer, train_step
+
+STANDIN_BUILD_KEYS = ("steps", "layers", "width", "heads", "vocab_size", "seq_len", "batch_size", "lr",
+                      "every", "seed", "templates", "max_chars", "puzzles", "puzzle_objects")
+
+
+#: one solved ordering puzzle in the stand-in's text (its share of the corpus is recorded)
+_PUZZLE = re.compile(r"The following paragraphs each describe.*?\nAnswer: [^.]*\.", re.S)
+
+
+def standin_steps(steps: int, every: int) -> list[int]:
+    """Pythia-like checkpoint steps: 0, the powers of two below ``every``, then every ``every`` steps."""
+    log_part = [0] + [2 ** k for k in range(20) if 2 ** k < min(every, steps)]
+    return sorted(set(log_part + list(range(every, steps + 1, every)) + [steps]))
+
+
+def standin_corpus(seed: int = 0, templates: int = 400, max_chars: int | None = None, puzzles: int | None = None,
+                   puzzle_objects=(3, 5, 7)) -> list[str]:
+    """Text available offline: Python's documentation topics (pydoc_data.topics, ~465K characters),
+    ``templates`` correct sentences per easy benchmark family and ``puzzles`` solved ordering
+    puzzles with ``puzzle_objects`` objects (default ``templates // 4``), generated with other seeds
+    than the benchmarks' and never a benchmark item (:func:`geomcap.diagnostics.training_documents`).
+    ``max_chars`` truncates the shuffled documents."""
+    import random
+
+    from pydoc_data.topics import topics
+
+    docs = [topics[k] for k in sorted(topics)] + diagnostics.training_documents(
+        seed=seed + 1, per_benchmark=templates, puzzles=puzzles, puzzle_objects=puzzle_objects)
+    random.Random(seed).shuffle(docs)
+    if max_chars is not None:
+        kept, total = [], 0
+        for d in docs:
+            if total >= max_chars:
+                break
+            kept.append(d[: max_chars - total])
+            total += len(kept[-1])
+        docs = kept
+    return docs
+
+
+def train_tokenizer(docs: list[str], vocab_size: int):
+    """A byte-level BPE tokenizer like Pythia's: <|endoftext|> = 0, <|padding|> = 1, no prefix space."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|padding|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(docs, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                                   unk_token="<|endoftext|>", pad_token="<|padding|>")
+
+
+def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, heads: int = 4,
+                  vocab_size: int = 1024, seq_len: int = 128, batch_size: int = 16, lr: float = 3e-3,
+                  every: int = 50, seed: int = 0, templates: int = 1500, max_chars: int | None = None,
+                  puzzles: int | None = 3000, puzzle_objects=(3,), progress: bool = True) -> Path:
+    """Train a small GPT-NeoX (Pythia's architecture: rotary on 25% of each head, parallel residual,
+    untied embeddings) on offline text and save it at Pythia-like revisions under ``out/stepN``.
+
+    Each revision folder holds ``save_pretrained`` output of the model and its
+    tokenizer; ``out/standin.json`` (written last) records the build, the
+    revisions and ``tokens_per_step`` (batch_size x seq_len). Trained with
+    geomcap's one training step (:func:`geomcap.train.train_step`,
+    :func:`geomcap.train.make_optimizer`, :func:`geomcap.train.lr_schedule`):
+    AdamW (betas 0.9, 0.95; weight decay 0.01 on the matrices) with 1% linear
+    warmup then cosine decay to 10% of ``lr`` (Pythia's schedule), gradient norm
+    clipped at 1. ``first_loss``: the training loss (nats/token) of the first
+    batch, before any update (~ln of the model's vocabulary); ``final_loss``: the
+    mean of the last 10 steps.
+    A folder already holding a stand-in with the same build is reused.
+
+    The text (``standin_corpus``): Python's documentation, ``templates``
+    sentences per easy family and ``puzzles`` solved ordering puzzles with
+    ``puzzle_objects`` objects (None: ``templates // 4`` of 3, 5 and 7 objects,
+    the first stand-in's text), none of them a benchmark item. The defaults mix
+    3000 three-object puzzles into the text (41% of its tokens), meant to make
+    a hard task (``logical_deduction_3``) learnable; ``seq_len`` 128 holds a
+    whole puzzle (75 tokens on average, at most 92). Seeded: the same arguments
+    on the same machine give the same weights.
+    """
+    build = {"steps": steps, "layers": layers, "width": width, "heads": heads, "vocab_size": vocab_size,
+             "seq_len": seq_len, "batch_size": batch_size, "lr": lr, "every": every, "seed": seed,
+             "templates": templates, "max_chars": max_chars, "puzzles": puzzles,
+             "puzzle_objects": sorted(set(puzzle_objects)) if isinstance(puzzle_objects, (list, tuple)) else puzzle_objects}
+    for key in ("steps", "layers", "width", "heads", "seq_len", "batch_size", "every", "templates"):
+        if isinstance(build[key], bool) or not isinstance(build[key], int) or build[key] < 1:
+            raise ValueError(f"{key} must be a positive integer, got {build[key]!r}")
+    if puzzles is not None and (isinstance(puzzles, bool) or not isinstance(puzzles, int) or puzzles < 0):
+        raise ValueError(f"puzzles must be a non-negative integer or None, got {puzzles!r}")
+    if not isinstance(puzzle_objects, (list, tuple)) or not puzzle_objects or \
+            any(n not in diagnostics.NUMBER_WORDS for n in puzzle_objects):
+        raise ValueError(f"puzzle_objects must be a non-empty list of object counts among "
+                         f"{sorted(diagnostics.NUMBER_WORDS)}, got {puzzle_objects!r}")
+    if width % heads:
+        raise ValueError(f"width {width} is not divisible by heads {heads}")
+    if vocab_size < 300:
+        raise ValueError(f"vocab_size must be >= 300 (256 bytes + 2 special tokens + merges), got {vocab_size}")
+    out = Path(out)
+    info = standin_info(out) if out.is_dir() else None
+    if info is not None and {k: info.get(k) for k in STANDIN_BUILD_KEYS} == build:
+        return out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out {out} exists and is not empty (nor a stand-in with this build): choose a new folder")
+    check_writable(out)
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    out.mkdir(parents=True, exist_ok=True)
+    _quiet_transformers()
+
+    t0 = time.perf_counter()
+    docs = standin_corpus(seed, templates, max_chars, puzzles, build["puzzle_objects"])
+    tokenizer = train_tokenizer(docs, vocab_size)
+    eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    stream = []
+    for ids in tokenizer(docs, add_special_tokens=False)["input_ids"]:
+        stream += [eot, *ids]
+    stream = torch.tensor(stream, dtype=torch.long)
+    if len(stream) <= seq_len + 1:
+        raise ValueError(f"corpus of {len(stream)} tokens is shorter than seq_len {seq_len}")
+
+    torch.manual_seed(seed)
+    config = GPTNeoXConfig(vocab_size=64 * math.ceil(len(tokenizer) / 64), hidden_size=width,
+                           num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * width,
+                           rotary_pct=0.25, rotary_emb_base=10000, max_position_embeddings=2048,
+                           use_parallel_residual=True, tie_word_embeddings=False, bos_token_id=eot,
+                           eos_token_id=eot, attention_dropout=0.0, hidden_dropout=0.0)
+    net = GPTNeoXForCausalLM(config)
+    # geomcap's one training step (train.make_optimizer, train.train_step, train.lr_schedule) with Pythia's
+    # settings: AdamW betas (0.9, 0.95), weight decay 0.01 on the matrices, 1% warmup, cosine to 10%,
+    # gradient norm clipped at 1; the loss is next-token cross-entropy over the whole window (the
+    # window's first token as the prompt, the rest as the answer)
+    opt = make_optimizer(net, lr, weight_decay=0.01, betas=(0.9, 0.95))
+    warmup, step_model, cpu = max(1, steps // 100), LogitsOnly(net), torch.device("cpu")
+
+    save_at = set(standin_steps(steps, every))
+    gen = torch.Generator().manual_seed(seed)
+
+    def save(step):
+        folder = out / f"step{step}"
+        net.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    from tqdm import tqdm
+
+    t_train = time.perf_counter()
+    save(0)
+    net.train()
+    losses = []
+    for step in tqdm(range(1, steps + 1), desc="stand-in", unit="step", disable=not progress):
+        starts = torch.randint(0, len(stream) - seq_len - 1, (batch_size,), generator=gen)
+        batch = torch.stack([stream[s: s + seq_len] for s in starts.tolist()])
+        loss = train_step(net, opt, batch[:, :1], batch[:, 1:], lr_schedule(step - 1, lr, warmup, steps, 0.1),
+                          1.0, cpu, step_model=step_model)
+        losses.append(float(loss.detach()))
+        if step in save_at:
+            net.eval()
+            save(step)
+            net.train()
+    info = {"name": STANDIN_NAME, **build, "tokens_per_step": batch_size * seq_len,
+            "revisions": [f"step{s}" for s in sorted(save_at)],
+            "parameters": sum(p.numel() for p in net.parameters()), "tokenizer_vocab": len(tokenizer),
+            "corpus_chars": sum(map(len, docs)), "corpus_tokens": int(len(stream)),
+            "puzzle_chars": sum(len(p) for d in docs for p in re.findall(_PUZZLE, d)),
+            "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
+            "train_seconds": round(time.perf_counter() - t_train, 2),
+            "build_seconds": round(time.perf_counter() - t0, 2), "provenance": store.provenance("cpu")}
+    store.atomic_write_json(out / STANDIN_FILE, info)
+    return out
