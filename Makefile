@@ -19,6 +19,10 @@ browser:
 	@command -v chromium >/dev/null || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# Every notebook is executed once: tests/test_book.py builds the book cold (`--all`), executing each
+# notebook and page at its defaults, and a cell that raises fails the build (allow_errors: false,
+# nb_execution_raise_on_error in _config.yml), hence the test. No separate nbval pass, which would
+# execute every notebook a second time to check the same thing.
 test: setup browser
 	$(PY) -m pytest -q
 

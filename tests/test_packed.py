@@ -176,3 +176,31 @@ def test_config_json_is_strict_json(tmp_path):
     cfg = TrainConfig(task="copy", level="easy", **{**TINY, "steps": 2, "dense_steps": 1, "n_linear_checkpoints": 1})
     out, = packed.train_packed([cfg], outs=[tmp_path / "one"], progress=False)
     assert json.loads((out / store.CONFIG_FILE).read_text())["provenance"]["pack"] == 1
+
+
+def test_packed_runs_take_the_run_lock(tmp_path, monkeypatch):
+    """A pack writes its run directories under the lock train.train takes: a directory another process
+    writes refuses the whole pack before anything is written, and while the pack trains each of its
+    directories refuses a second writer."""
+    cfgs = _pair_configs()
+    outs = [tmp_path / f"run{i}" for i in range(2)]
+    outs[1].mkdir()
+    with store.run_lock(outs[1]):
+        with pytest.raises(store.RunLockedError, match="being written by another process"):
+            packed.train_packed(cfgs, outs=outs, progress=False)
+    assert not (outs[0] / store.CONFIG_FILE).exists() and not (outs[0] / store.LOCK_FILE).exists()
+
+    real, refused = packed._train_interval, []
+
+    def second_writer(*args):
+        for out in outs:
+            with pytest.raises(store.RunLockedError):
+                with store.run_lock(out):
+                    pass
+            refused.append(out)
+        return real(*args)
+
+    monkeypatch.setattr(packed, "_train_interval", second_writer)
+    packed.train_packed(cfgs, outs=outs, progress=False)
+    assert refused and set(refused) == set(outs)
+    assert all(store.is_complete(o) and not (o / store.LOCK_FILE).exists() for o in outs)

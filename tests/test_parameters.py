@@ -59,7 +59,7 @@ def test_unknown_injected_name_fails_and_values_are_written_back():
         check(namespace, cells=["", DECLARED, injected, "parameters.check(globals())"])
     check(namespace, cells=["", DECLARED, '# Parameters\ntasks = "mod,sort"\nseeds = "[0, 1]"\n'])
     assert namespace["tasks"] == ["mod", "sort"] and namespace["seeds"] == [0, 1]
-    # no injected cell (Jupyter, nbval, the book): only the values are checked
+    # no injected cell (Jupyter, the book): only the values are checked
     with pytest.raises(ParameterError, match="parameter recompute"):
         check({**namespace, "recompute": "no"}, cells=["", DECLARED])
 

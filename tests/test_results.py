@@ -333,4 +333,5 @@ def test_book_table_shows_whole_numbers_and_missing_values_plainly():
     assert ">0.123<" in html and ">21,657<" in html and ">3.5<" in html
     assert "&lt;NA&gt;" not in html and "nan" not in html and html.count(">–<") == 2
     assert ">c29<" in html and "..." not in html  # every column, nothing elided
-    assert "overflow-wrap: anywhere" in html
+    assert "overflow-wrap: break-word" in html  # long text wraps, never a short word cut in two ("ad|d")
+    assert ">n_<wbr>items<" in html  # a header breaks after an underscore

@@ -279,3 +279,28 @@ def test_a_state_that_does_not_fit_the_run_names_the_file(tmp_path, monkeypatch)
     torch.save(state, run / store.STATE_FILE)
     with pytest.raises(ValueError, match=f"{run / store.STATE_FILE} does not fit this run .*delete it"):
         train(small_config(), out=run, progress=False)
+
+
+def test_resuming_with_another_thread_count_warns_in_one_line(tmp_path, monkeypatch):
+    """Metrics are byte-identical only at a fixed thread count: a run started with one thread and resumed
+    with two says so (naming the run and both counts); resumed with the recorded count, it says nothing."""
+    import warnings
+
+    from geomcap.train import ThreadsWarning
+
+    other = tmp_path / "other"
+    _interrupted_run(other, monkeypatch, small_config())
+    assert store.read_config(other)["provenance"]["threads"] == 1
+    with pytest.warns(ThreadsWarning) as caught:
+        train(small_config(), out=other, progress=False, threads=2)
+    [warning] = caught
+    message = str(warning.message)
+    assert "\n" not in message and str(other) in message and "with 2 torch thread(s), started with 1" in message
+    assert store.is_complete(other)
+
+    same = tmp_path / "same"
+    _interrupted_run(same, monkeypatch, small_config())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ThreadsWarning)
+        train(small_config(), out=same, progress=False, threads=1)
+    assert store.is_complete(same)

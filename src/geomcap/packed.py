@@ -50,6 +50,7 @@ it), so that the runs' times add up to the wall time.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,13 +217,25 @@ def pack_key(cfg: TrainConfig) -> tuple:
     return tuple(getattr(cfg, name) for name in SHARED_FIELDS)
 
 
-def _open_run(cfg: TrainConfig, out, dev, seq_len: int, pack: int) -> _Run | Path:
-    """A run ready to train (resumed from its state.pt if there is one), or its directory if complete."""
+def _lock_run(cfg: TrainConfig, out, locks: contextlib.ExitStack) -> bool:
+    """Whether the run in ``out`` is to be trained; if so, its directory is created and locked as
+    ``train.train`` locks it (``store.run_lock``), the lock entered into ``locks``. Raises
+    ``store.RunLockedError`` if another process writes the directory."""
     run_dir = _prepare_run_dir(cfg, out)
     if store.is_complete(run_dir):
-        return run_dir
+        return False
     check_writable(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    locks.enter_context(store.run_lock(run_dir))
+    _prepare_run_dir(cfg, run_dir)  # again, under the lock: another writer may have started it
+    if store.is_complete(run_dir):
+        return False
+    store.remove_temporary_files(run_dir)  # left by a writer killed mid-write (we hold the lock)
+    return True
+
+
+def _open_run(cfg: TrainConfig, run_dir: Path, dev, seq_len: int, pack: int) -> _Run:
+    """A locked run ready to train (resumed from its state.pt if there is one)."""
     data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
                            answer_order=cfg.answer_order, params=cfg.task_params)
     torch.manual_seed(cfg.seed)
@@ -362,11 +375,16 @@ def train_packed(configs, outs=None, root=None, device: str = "auto", progress: 
         raise ValueError("outs must be distinct: two configs of the pack would share a run directory")
     dev = resolve_device(device)
     seq_len = max(sum(tasks.sequence_lengths(c.task, c.level, c.task_params)) - 1 for c in configs)
-    opened = [_open_run(c, o, dev, seq_len, len(configs)) for c, o in zip(configs, outs)]
-    runs = [r for r in opened if isinstance(r, _Run)]
-    if not runs:
-        return outs
+    with contextlib.ExitStack() as locks:  # one writer per run directory, for as long as the pack trains
+        todo = [(c, o) for c, o in zip(configs, outs) if _lock_run(c, o, locks)]  # every lock before any write
+        runs = [_open_run(c, o, dev, seq_len, len(configs)) for c, o in todo]
+        if runs:
+            _train_runs(runs, dev, progress, keep_state, save_state)
+    return outs
 
+
+def _train_runs(runs: list, dev, progress: bool, keep_state: bool, save_state: bool) -> None:
+    """The body of :func:`train_packed`: train the opened (and locked) runs to their end."""
     cfg0 = runs[0].cfg
     schedule = checkpoint_steps(cfg0.steps, cfg0.n_log_checkpoints, cfg0.n_linear_checkpoints, cfg0.dense_steps)
     variants_at = thinned_steps(schedule, cfg0.dense_steps, 2 if cfg0.dense_steps else 1)
@@ -411,4 +429,3 @@ def train_packed(configs, outs=None, root=None, device: str = "auto", progress: 
                      r.data.prompt_len + r.data.answer_len - 1)
         if not keep_state:
             r.state_path.unlink(missing_ok=True)
-    return outs

@@ -16,7 +16,7 @@ paper's figures come from :mod:`geomcap.paper`.
 
 from __future__ import annotations
 
-
+import html
 from dataclasses import asdict
 from functools import lru_cache, partial
 from pathlib import Path
@@ -1072,9 +1072,10 @@ def book_table(table: pd.DataFrame, digits: int = 3, index: bool = False):
 
     Whole-number columns print as integers (``200``, not ``200.0``), other numbers
     to ``digits`` significant digits (never in e-notation above 1), missing values (NaN, None, ``<NA>``) as
-    "–"; headers and cells may wrap at any character, so a long name does not
-    push the table past the column. Returns a pandas ``Styler`` (its HTML is
-    the whole table: pandas' display options do not elide it).
+    "–"; headers and text cells wrap at spaces and after underscores (``rankme_floor_step``),
+    never inside a word, so a table of many columns may still be wider than the
+    text column: show fewer. Text is HTML-escaped. Returns a pandas ``Styler`` (its
+    HTML is the whole table: pandas' display options do not elide it).
     """
     formats = {}
     for column in table.columns:
@@ -1086,14 +1087,22 @@ def book_table(table: pd.DataFrame, digits: int = 3, index: bool = False):
             and np.all(np.abs(present) < 1e15)
         formats[column] = "{:,.0f}" if whole else partial(_book_number, digits=digits)
     styler = table.style.format(formats, na_rep="–")
-    styler = styler.format(lambda v: "–" if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) else v,
-                           subset=[c for c in table.columns if c not in formats], na_rep="–")
+    styler = styler.format(lambda v: "–" if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v))
+                           else _breakable(v), subset=[c for c in table.columns if c not in formats], na_rep="–")
     if not index:
         styler = styler.hide(axis="index")
+    styler = styler.format_index(_breakable, axis="columns")
     return styler.set_table_styles([
-        {"selector": "", "props": "font-size: 0.8em; table-layout: auto; max-width: 100%;"},
-        {"selector": "th, td", "props": "white-space: normal; overflow-wrap: anywhere; padding: 0.2em 0.4em;"},
+        # no max-width: a table wider than the column overflows it (and the book's browser test fails),
+        # rather than being squeezed until its words break letter by letter
+        {"selector": "", "props": "font-size: 0.8em; table-layout: auto;"},
+        {"selector": "th, td", "props": "white-space: normal; overflow-wrap: break-word; padding: 0.2em 0.3em;"},
     ])
+
+
+def _breakable(text) -> str:
+    """``text`` as HTML that may break after an underscore: ``rankme_<wbr>floor_<wbr>step``."""
+    return html.escape(str(text)).replace("_", "_<wbr>")
 
 
 def _book_number(value, digits: int = 3) -> str:

@@ -67,6 +67,7 @@ import contextlib
 import math
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -486,6 +487,10 @@ def _prepare_run_dir(cfg: TrainConfig, out) -> Path:
     return run_dir
 
 
+class ThreadsWarning(UserWarning):
+    """A run resumed with another number of torch threads than it was started with."""
+
+
 def check_writable(path) -> None:
     """Raise ValueError if a run directory could not be created/written at ``path`` (creates nothing)."""
     path = Path(path).resolve()
@@ -517,7 +522,8 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     share the cores (a multi-threaded step waits for its descheduled threads:
     see the benchmarks), and makes a run's metrics the same on every machine:
     they are byte-identical only at a fixed thread count, which
-    ``provenance.threads`` in config.json records.
+    ``provenance.threads`` in config.json records; resuming a run with another
+    count warns (``ThreadsWarning``, one line naming both counts).
     """
     if compile is not True and compile is not False and not (isinstance(compile, str) and compile):
         raise ValueError(f"compile must be True, False or a torch.compile backend name, got {compile!r}")
@@ -577,6 +583,11 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
         except (RuntimeError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{state_path} does not fit this run ({type(exc).__name__}); delete it to train "
                              "the run from step 0") from None
+        recorded = (store.read_config(run_dir).get("provenance") or {}).get("threads")
+        if recorded is not None and recorded != torch.get_num_threads():
+            warnings.warn(f"resuming {run_dir} with {torch.get_num_threads()} torch thread(s), started with "
+                          f"{recorded}: its metrics will not be byte-identical to an uninterrupted run's "
+                          f"(pass threads={recorded}, --threads {recorded}, for that)", ThreadsWarning, stacklevel=3)
         start_step = int(state["step"])
         rows = [tuple(r) for r in state["rows"]]
         timers.update(state["timers"])
