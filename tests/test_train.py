@@ -160,10 +160,9 @@ def test_committed_runs_keep_their_names():
     not rename the committed runs (legacy_values keeps it out of the dict at the value they used)."""
     import json
 
-    from geomcap.results import data_root
     from geomcap.train import legacy_values
 
-    run_dirs = sorted(d for d in data_root().iterdir() if (d / "config.json").exists())[:10]
+    run_dirs = sorted(d for d in store.committed_data("runs").iterdir() if (d / "config.json").exists())[:10]
     assert run_dirs, "no committed run to check"
     for run_dir in run_dirs:
         config = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))

@@ -36,6 +36,8 @@ def _measures(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT
+
     parser = _Parser(prog="geomcap", description="Geometry of capability acquisition in small transformers.")
     parser.add_argument("--version", action="version", version=f"geomcap {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -74,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", default="all", help="comma-separated levels, or all")
     p.add_argument("--sizes", default="405k", help="comma-separated presets")
     p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
-    p.add_argument("--steps", default="2000", help="steps, or per level: easy=1000,medium=3000,hard=6000")
+    p.add_argument("--steps", default=None,
+                   help=f"steps, or per level: easy=1000,medium=3000,hard=6000 (default {DEFAULT_LEVEL_STEPS_TEXT})")
     p.add_argument("--root", default=None, help="run store root (default $GEOMCAP_RUNS or ./runs)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: one per core)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (workers share the device)")
@@ -250,12 +253,12 @@ def _ints(text: str, option: str) -> list[int]:
 def cmd_sweep(args) -> int:
     from geomcap.sweep import grid, parse_settings, parse_steps, run_sweep
     from geomcap.tasks import LEVELS, TASKS
-    from geomcap.train import resolve_device
+    from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT, resolve_device
 
     _check_path(args.root, "--root")
     configs = grid(tasks=_names(args.tasks, TASKS, "--tasks"), levels=_names(args.levels, LEVELS, "--levels"),
                    sizes=_names(args.sizes, (), "--sizes"), seeds=_ints(args.seeds, "--seeds"),
-                   steps=parse_steps(args.steps), measures=args.measures, **parse_settings(args.set))
+                   steps=parse_steps(args.steps or DEFAULT_LEVEL_STEPS_TEXT), measures=args.measures, **parse_settings(args.set))
     resolve_device(args.device)
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be a positive integer, got {args.workers}")

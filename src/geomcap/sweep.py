@@ -177,6 +177,17 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     return results
 
 
+def train_missing(configs, stores, progress: bool = True, **kwargs) -> list[RunResult]:
+    """Train the configs that are complete in none of ``stores`` (run store roots) into the last of them,
+    with :func:`run_sweep` (``kwargs``: its options); returns their RunResults. A notebook's recompute cell
+    (stores: :func:`geomcap.results.section_stores`)."""
+    stores = [Path(s) for s in stores]
+    if not stores:
+        raise ValueError("stores is empty: give at least the run store to train into")
+    missing = [c for c in configs if not any(store.is_complete(store.run_dir_for(c.to_dict(), s)) for s in stores)]
+    return run_sweep(missing, root=stores[-1], progress=progress, **kwargs)
+
+
 def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
     """Worker initializer: end this worker once the sweep's process is gone. A parent killed with
     SIGKILL cannot tell its workers, which would otherwise wait for work forever (an interrupted run

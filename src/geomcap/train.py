@@ -80,6 +80,11 @@ from geomcap.models import answer_logits, answer_loss, build, check_preset, coun
 
 COSTLY_MEASURES = ("grad_rank", "grad_cov_rank", "hessian", "llc")
 WEIGHT_DECAY_BY_TASK = {"mod": 1.0}
+#: the step budget per level of the committed runs: the notebooks' ``steps`` parameter and the default of
+#: ``geomcap sweep --steps``
+DEFAULT_LEVEL_STEPS = {"easy": 2000, "medium": 4000, "hard": 3000}
+#: :data:`DEFAULT_LEVEL_STEPS` as text, as ``--steps`` and the notebooks' ``steps`` parameter write it
+DEFAULT_LEVEL_STEPS_TEXT = ",".join(f"{level}:{steps}" for level, steps in DEFAULT_LEVEL_STEPS.items())
 DEFAULT_WEIGHT_DECAY = 0.1
 
 
