@@ -5,7 +5,7 @@
     table = results.summary_table(runs)                   # events of every run (acquisition, floor, ...)
     metrics = results.load_metrics(runs, measures=["accuracy", "rankme"])   # tidy, with run columns
     events = results.events_table(runs)                   # one row per event per run
-    results.verdict_table(results.claims_from_store())    # claim | paper | ours | verdict | rule
+    results.verdict_table(results.task_claims_from_store())    # claim | paper | ours | verdict | rule
 
 The analysis protocol's rules across runs live here: difficulty from behaviour
 (:func:`difficulty_class`), both readings of "precursor" (:func:`precursor_table`,
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geomcap import events, paper, store
+from geomcap import events, measures, paper, store
 from geomcap.parameters import ParameterError
 from geomcap.tasks import LEVELS, chance_accuracy, make_task
 from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT
@@ -238,7 +238,7 @@ def check_positive_int(name: str, value) -> int:
     return int(value)
 
 
-RANKME_VARIANTS = ("rankme", "rankme_centred", "rankme_all_positions", "rankme_mean_pooled")
+RANKME_VARIANTS = measures.RANKME_VARIANTS
 
 
 def _section_selection(tasks, levels, sizes, seeds) -> tuple[list, list, list, list | str]:
@@ -572,8 +572,9 @@ def probe_by_task(probes: pd.DataFrame) -> pd.DataFrame:
 
 
 
-#: the five measures of the precursor comparison (claim C5), in the paper's order
-PRECURSOR_MEASURES = ("rankme", "grad_rank", "grad_cov_rank", "hessian_top", "llc")
+#: the five measures of the paper's precursor comparison (claim C5), in its order: RankMe, then the costly
+#: measures (the series compared within one run are :data:`geomcap.events.PRECURSOR_MEASURES`)
+C5_MEASURES = ("rankme", *measures.COSTLY_MEASURES)
 #: RankMe's transition measured from its collapse floor onward
 #: (:func:`geomcap.events.summarize_run`): does RankMe move again before behaviour does?
 RANKME_AFTER_FLOOR = "rankme_after_floor"
@@ -638,7 +639,7 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
-def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=PRECURSOR_MEASURES) -> pd.DataFrame:
+def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_MEASURES) -> pd.DataFrame:
     """Per measure and group, both readings of "precursor" over the acquired runs where the measure
     was recorded.
 
@@ -746,9 +747,8 @@ def events_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
 
 
 def _final_layer_series(metrics: pd.DataFrame, run: str, measure: str) -> pd.Series:
-    """One run's ``measure`` at its final layer, indexed by step."""
-    m = metrics[(metrics["run"] == run) & (metrics["measure"] == measure)]
-    m = m[m["layer"] == m["layer"].max()]
+    """One run's ``measure`` at its final layer (:func:`geomcap.events.final_layer_rows`), indexed by step."""
+    m = events.final_layer_rows(metrics[metrics["run"] == run], measure, by=None)
     return m.set_index("step")["value"].sort_index()
 
 
@@ -907,7 +907,7 @@ def claim_c3(summary: pd.DataFrame) -> dict:
     """C3: task x size pairs whose median top-down statistic (defined runs only) is negative."""
     share = paper.CLAIMS["C3"]["values"]["top_down"] / paper.CLAIMS["C3"]["values"]["pairs"]
     rule = (f"reproduced: >= {share:.1%} of the task x size pairs with a defined statistic are top-down "
-            f"(the paper's 28/32); partly: > {PARTLY:.0%}; not reproduced: <= {PARTLY:.0%}; not testable: no "
+            f"(the paper's {paper.CLAIMS['C3']['values']['top_down']}/{paper.CLAIMS['C3']['values']['pairs']}); partly: > {PARTLY:.0%}; not reproduced: <= {PARTLY:.0%}; not testable: no "
             f"pair with a run of >= {events.MIN_TOP_DOWN_LAYERS} informative layers")
     pairs = top_down_table(summary)
     decided = pairs["top_down"].dropna() if len(pairs) else pd.Series(dtype=bool)
@@ -955,7 +955,7 @@ def claim_c5(summary: pd.DataFrame) -> dict:
             f"{RATE_HIGH:.0%} and its timing predicts acquisition (bootstrap CI of rho above 0), LLC (if recorded) "
             f"leads in <= {RATE_LOW:.0%}; partly: RankMe leads acquisition in >= {RATE_HIGH:.0%} only; not "
             f"reproduced: otherwise; not testable: fewer than {MIN_RUNS} hard runs")
-    table = precursor_table(summary, by="difficulty", measures=[*PRECURSOR_MEASURES, RANKME_AFTER_FLOOR, *BASELINES])
+    table = precursor_table(summary, by="difficulty", measures=[*C5_MEASURES, RANKME_AFTER_FLOOR, *BASELINES])
     r = _readings(table, "rankme", "hard", "difficulty") if len(table) else None
     if r is None or r["runs"] < MIN_RUNS:
         n = 0 if r is None else r["runs"]
@@ -968,7 +968,7 @@ def claim_c5(summary: pd.DataFrame) -> dict:
     after = _readings(table, RANKME_AFTER_FLOOR, "hard", "difficulty")
     if after:
         text += f"; from its floor onward {after['precursor']}/{after['runs']}"
-    others = [m for m in (*PRECURSOR_MEASURES[1:], *BASELINES) if _readings(table, m, "hard", "difficulty")]
+    others = [m for m in (*C5_MEASURES[1:], *BASELINES) if _readings(table, m, "hard", "difficulty")]
     text += "".join(f"; {m} {_readings(table, m, 'hard', 'difficulty')['precursor']}/"
                     f"{_readings(table, m, 'hard', 'difficulty')['runs']}" for m in others)
     llc = _readings(table, "llc", "hard", "difficulty")
@@ -1037,37 +1037,32 @@ def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None
     return claim_row("C8", text, m, verdict, rule)
 
 
-def paper_vs_ours(rows, glue: bool = True) -> pd.DataFrame:
+def paper_vs_ours(rows) -> pd.DataFrame:
     """The rows of the ``claim_*`` functions as a table indexed by claim (statement, paper, ours, verdict,
-    rule).
-
-    With ``glue`` each row's text, headline number and verdict are also stored with myst-nb's ``glue``
-    under ``<claim>_ours``, ``<claim>_value`` and ``<claim>_verdict`` (e.g. ``C1_value``), so that the
-    book's prose quotes computed numbers; outside a notebook kernel that is a no-op.
-    """
-    rows = list(rows)
-    if glue:
-        from IPython import get_ipython
-
-        if get_ipython() is not None:
-            from myst_nb import glue as myst_glue
-
-            for row in rows:
-                myst_glue(f"{row['claim']}_ours", row["ours"], display=False)
-                myst_glue(f"{row['claim']}_value", row["value"], display=False)
-                myst_glue(f"{row['claim']}_verdict", row["verdict"], display=False)
-    table = pd.DataFrame(rows, columns=["claim", "statement", "paper", "ours", "value", "verdict", "rule"])
+    rule). The notebooks glue :func:`glue_values` of the same rows for the book's prose."""
+    table = pd.DataFrame(list(rows), columns=["claim", "statement", "paper", "ours", "value", "verdict", "rule"])
     return table.drop(columns="value").set_index("claim")
+
+
+def glue_values(rows) -> dict:
+    """What the book's prose quotes of the ``claim_*`` rows: ``<claim>_ours`` (text), ``<claim>_value``
+    (the headline number) and ``<claim>_verdict`` for each row (e.g. ``C1_value``); a notebook stores each
+    with myst-nb's ``glue``."""
+    values = {}
+    for row in rows:
+        values.update({f"{row['claim']}_ours": row["ours"], f"{row['claim']}_value": row["value"],
+                       f"{row['claim']}_verdict": row["verdict"]})
+    return values
 
 
 def verdict_table(rows) -> pd.DataFrame:
     """The verdict table the results page leads with: claim | paper | ours | verdict | rule."""
-    return paper_vs_ours(rows, glue=False)[["paper", "ours", "verdict", "rule"]]
+    return paper_vs_ours(rows)[["paper", "ours", "verdict", "rule"]]
 
 
-def claims_from_store(root="", small: str = "405k", large: str = "1.3m",
+def task_claims_from_store(root="", small: str = "405k", large: str = "1.3m",
                       pythia_summary: pd.DataFrame | None = None) -> list[dict]:
-    """Every algorithmic claim (C1-C6, C8) over all complete runs of a store ("" = the committed
+    """The claims on the algorithmic tasks (C1-C6, C8) over all complete runs of a store ("" = the committed
     data/runs), each as a :func:`claim_row` with its verdict: the book's results page. With
     ``pythia_summary`` (:func:`geomcap.pythia.summary_table`) C7 is included between C6 and C8;
     without it the caller adds C7 (:func:`geomcap.pythia.claim_from_store`)."""
