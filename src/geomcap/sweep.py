@@ -29,7 +29,7 @@ from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (
 
 from geomcap import store
 from geomcap.tasks import LEVELS, TASKS
-from geomcap.train import TrainConfig
+from geomcap.train import TrainConfig, field_type
 
 
 @dataclass(frozen=True)
@@ -239,8 +239,8 @@ def _steps_int(text: str) -> int:
 
 #: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper
 #: leaves unstated); the grid's own axes and the measures have their own options.
-SETTABLE_FIELDS = {"lr": float, "weight_decay": float, "beta1": float, "beta2": float, "warmup_steps": int,
-                   "min_lr_ratio": float, "grad_clip": float, "batch_size": int, "answer_order": str}
+SETTABLE_FIELDS = {name: field_type(name) for name in ("lr", "weight_decay", "beta1", "beta2", "warmup_steps",
+                                                        "min_lr_ratio", "grad_clip", "batch_size", "answer_order")}
 
 
 def parse_settings(items) -> dict:

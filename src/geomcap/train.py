@@ -200,6 +200,18 @@ FIELD_RANGES = {
 }
 
 
+def field_type(name: str) -> type:
+    """The type of a :class:`TrainConfig` field's values: int or float for the numeric fields
+    (:data:`FIELD_RANGES`), else str, bool, tuple (``measures``) or dict (``task_params``), read from the
+    field's annotation. ValueError for a name that is no field."""
+    if name in FIELD_RANGES:
+        return FIELD_RANGES[name][0]
+    annotations = {f.name: f.type for f in fields(TrainConfig)}
+    if name not in annotations:
+        raise ValueError(f"{name!r} is not a TrainConfig field; fields: {', '.join(annotations)}")
+    return {"str": str, "bool": bool, "tuple[str, ...]": tuple, "dict | None": dict}[annotations[name]]
+
+
 def check_field(name: str, value, kind: type, interval: str):
     """``value`` as ``kind`` (int or float) if it is a finite number in ``interval``, else ValueError.
 
