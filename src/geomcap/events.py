@@ -1146,7 +1146,10 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
         ``top_down``: :func:`top_down` on the pre-LayerNorm residual streams
         (layers ``0..L-1`` of ``measure`` and, at ``L``, ``<measure>_residual``
         when recorded; else the post-LayerNorm output, said in ``basis``),
-        with the post-LayerNorm reading beside it under ``post_ln``.
+        with the post-LayerNorm reading beside it under ``post_ln``;
+        ``protocol``: the parameters used (``threshold``, ``patience``,
+        ``fraction``, ``smooth``, ``window``, ``hold``, ``horizon_share``,
+        ``min_lead``, ``plateau_level``), which :func:`format_summary` states.
     """
     _check_tidy(metrics)
     steps, raw_accuracy = tidy_series(metrics, "accuracy")
