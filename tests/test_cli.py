@@ -205,3 +205,35 @@ def test_train_from_and_threads_errors(tmp_path, args, fragment):
                             text=True, cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_train_options_are_trainconfig_s_fields():
+    """Every TrainConfig field (but a level's parameters) is an option of geomcap train, with the field's
+    type; an option not given is not in the namespace, so TrainConfig's default applies."""
+    from dataclasses import fields
+
+    from geomcap import cli
+    from geomcap.train import TrainConfig
+
+    parser = cli.build_parser()
+    assert cli.config_fields() == [f.name for f in fields(TrainConfig) if f.name != "task_params"]
+    args = parser.parse_args(["train", "--task", "add", "--level", "easy", "--beta1", "0.8", "--warmup-steps", "7",
+                              "--stop-margin", "none", "--hessian-warm-start", "false", "--measures", "llc,hessian_top"])
+    given = {name: getattr(args, name) for name in cli.config_fields() if hasattr(args, name)}
+    assert given == {"task": "add", "level": "easy", "beta1": 0.8, "warmup_steps": 7, "stop_margin": None,
+                     "hessian_warm_start": False, "measures": ("llc", "hessian_top")}
+    cfg = TrainConfig(**given)
+    assert (cfg.beta2, cfg.steps, cfg.measures) == (0.98, 2000, ("hessian_top", "llc"))
+    with pytest.raises(cli._UsageError, match="argument --warmup-steps: invalid int value: '1.5'"):
+        parser.parse_args(["train", "--task", "add", "--level", "easy", "--warmup-steps", "1.5"])
+    with pytest.raises(cli._UsageError, match="argument --hessian-warm-start: invalid bool value: 'maybe'"):
+        parser.parse_args(["train", "--task", "add", "--level", "easy", "--hessian-warm-start", "maybe"])
+
+
+def test_sweep_settings_take_the_fields_types():
+    from geomcap.sweep import SETTABLE_FIELDS, parse_settings
+
+    assert SETTABLE_FIELDS["warmup_steps"] is int and SETTABLE_FIELDS["lr"] is float
+    assert SETTABLE_FIELDS["answer_order"] is str
+    assert parse_settings(["warmup_steps=0", "lr=3e-4", "answer_order=lsd"]) == {
+        "warmup_steps": 0, "lr": 0.0003, "answer_order": "lsd"}

@@ -689,3 +689,60 @@ def test_certain_events_never_change_on_random_walks(smooth, hold, floor_rule):
                     full.floor_step, full.peak_step, full.onset_step)
             if part.recovery_certain_step is not None:
                 assert part.recovery_step == full.recovery_step
+
+
+def test_precursor_on_a_measure_recorded_at_a_subset_of_the_checkpoints():
+    """A costly measure exists at every 3rd checkpoint: its transition is read on its own steps, the gap
+    counted in checkpoints of the accuracy's grid (summarize_run reads the costly measures this way)."""
+    measure = np.where(STEPS_P >= 100, 2.0, 10.0)
+    acc = np.where(STEPS_P >= 300, 0.95, 0.05)
+    sub = STEPS_P[::3]  # 0, 30, 60, 90, 120, ...: the first step >= 100 recorded is 120
+    p = precursor(STEPS_P, measure[::3], acc, measure_steps=sub)
+    assert p == Precursor(120, 300, 180, 18, True, pytest.approx(180 / 300))
+    with pytest.raises(ValueError, match="same length"):
+        precursor(STEPS_P, measure, acc, measure_steps=sub)
+
+
+def test_summarize_run_precursors_are_the_precursor_rule():
+    """summarize_run's gaps are events.precursor's, series by series, for both readings."""
+    metrics = synthetic_run()
+    summary = events.summarize_run(metrics)
+    steps, acc = events.tidy_series(metrics, "accuracy")
+    floor = summary["collapse"]["floor_step"]
+    for name in ("llc", "grad_rank", "test_loss"):
+        m_steps, values = events.tidy_series(metrics, name)
+        for key, start in ((name, None), (f"{name}_after_floor", floor)):
+            p = precursor(steps, values, acc, measure_steps=m_steps, start=start)
+            got = summary["precursors"][key]
+            assert (got["measure_step"], got["gap_checkpoints"], got["is_precursor"]) == (
+                p.measure_step, p.gap_checkpoints, p.is_precursor), key
+
+
+def test_final_layer_is_the_deepest_layer_recorded_per_run():
+    metrics = pd.DataFrame({"run": ["a"] * 4 + ["b"] * 3, "measure": ["rankme"] * 3 + ["accuracy"] + ["rankme"] * 3,
+                            "layer": [0, 2, 1, -1, 0, 1, 3], "step": 0, "value": [1.0, 2, 3, 4, 5, 6, 7]})
+    assert events.final_layer(metrics[metrics["run"] == "a"], "rankme") == 2
+    assert events.final_layer(metrics, "probe_accuracy") is None
+    rows = events.final_layer_rows(metrics, "rankme")
+    assert sorted(zip(rows["run"], rows["layer"])) == [("a", 2), ("b", 3)]
+    assert events.final_layer_rows(metrics, "rankme", by=None)["value"].tolist() == [7.0]
+
+
+def test_format_summary_states_the_parameters_used():
+    metrics = synthetic_run()
+    default = events.format_summary(events.summarize_run(metrics))
+    assert "transition = 0.5 of the largest excursion" in default and ">= 2 checkpoints" in default
+    other = events.format_summary(events.summarize_run(metrics, fraction=0.3, min_lead=4))
+    assert "transition = 0.3 of the largest excursion" in other and ">= 4 checkpoints" in other
+    never = events.summarize_run(metrics, threshold=1.0, patience=5)  # accuracy never exceeds 1
+    assert never["acquisition_step"] is None
+    assert "never acquired (chance-corrected > 1 for 5 checkpoints)" in events.format_summary(never)
+
+
+def test_precursor_measures_are_the_registry_s():
+    from geomcap import measures
+
+    names = [name for name, _ in events.PRECURSOR_MEASURES]
+    assert names == [m.name for m in measures.MEASURES if m.precursor]
+    assert dict(events.PRECURSOR_MEASURES)["rankme"] == "final" and dict(events.PRECURSOR_MEASURES)["llc"] == -1
+    assert "hessian_top" in names and "hessian_residual" not in names and "accuracy" not in names

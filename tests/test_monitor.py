@@ -158,7 +158,7 @@ def test_monitor_in_a_plain_loop_on_a_hugging_face_model(tmp_path):
     assert mon.chance == pytest.approx(np.bincount(test[:, -1]).max() / 64)
     summary = events.summarize_run(m, chance=mon.chance)  # the events code works on it unchanged
     assert summary["final_layer"] == 2 and summary["collapse"] is not None
-    fig = plots.run_curves(m, chance=mon.chance)  # and the plots
+    fig = plots.run_curves(m, summary)  # and the plots
     assert len(fig.axes[1].lines) >= 3
     plt.close(fig)
     assert ("geometry/rankme/layer_2", m[(m.measure == "rankme") & (m.layer == 2)].value.iloc[-1], steps) in writer.calls

@@ -3,7 +3,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from geomcap import plots, store
+from geomcap import events, plots, store
 from geomcap.train import TrainConfig, train
 
 
@@ -11,8 +11,18 @@ def test_run_curves(tmp_path):
     cfg = TrainConfig(task="copy", level="easy", steps=60, n_train=2000, n_test=128, probe_size=128,
                       train_eval_size=128, n_log_checkpoints=8, n_linear_checkpoints=6)
     run = train(cfg, out=tmp_path / "run", progress=False)
-    fig = plots.run_curves(store.read_metrics(run), title="copy/easy")
+    metrics = store.read_metrics(run)
+    bare = plots.run_curves(metrics, title="copy/easy")  # draws what it is given: no summary, no event marks
+    assert not [line for ax in bare.axes for line in ax.lines if "floor" in str(line.get_label())
+                or line.get_label() == "acquisition"]
+    summary = {**events.summarize_run(metrics),  # known events, drawn where the summary puts them
+               "acquisition_step": 30, "collapse": {"floor_step": 8, "floor_value": 1.5, "recovery_step": None}}
+    fig = plots.run_curves(metrics, summary, title="copy/easy")
     ax_acc, ax_rank = fig.axes
+    acquisition = [line for line in ax_acc.lines if line.get_label() == "acquisition"]
+    assert len(acquisition) == 1 and list(acquisition[0].get_xdata()) == [30, 30]
+    floor = [line for line in ax_rank.lines if line.get_label() == "final layer: floor"]
+    assert len(floor) == 1 and (floor[0].get_xdata()[0], floor[0].get_ydata()[0]) == (8, 1.5)
     assert ax_acc.get_ylabel() == "accuracy" and "rankme" in ax_rank.get_ylabel()
     assert ax_rank.get_xscale() == "symlog" and ax_rank.get_xlabel() == "training step"
     assert len([line for line in ax_rank.lines if line.get_label().startswith("layer")]) == 3

@@ -110,7 +110,10 @@ def test_paper_vs_ours_rows(store_root):
         assert table.loc[claim, "verdict"] == "not testable"
     assert set(table["verdict"]) <= set(results.VERDICTS) and table["rule"].str.len().min() > 20
     assert list(results.verdict_table(rows).columns) == ["paper", "ours", "verdict", "rule"]
-    assert [row["claim"] for row in results.claims_from_store(store_root)] == ["C1", "C2", "C3", "C4", "C5", "C6", "C8"]
+    glued = results.glue_values(rows)  # values for the notebooks to glue: the library writes nothing
+    assert len(glued) == 3 * len(rows) and glued["C2_ours"] == "no MOD run selected"
+    assert glued["C2_verdict"] == "not testable" and glued["C1_value"] is rows[0]["value"]
+    assert [row["claim"] for row in results.task_claims_from_store(store_root)] == ["C1", "C2", "C3", "C4", "C5", "C6", "C8"]
 
 
 def test_setting_runs_pair_each_change_with_its_baseline(store_root, tmp_path):
@@ -294,31 +297,49 @@ def test_events_table_and_probe_baselines(store_root):
 
 def test_recompute_writes_to_the_user_store_not_the_committed_data(tmp_path, monkeypatch):
     """recompute=True with the default root trained into the committed data/runs (a later book build would
-    then silently change). The missing runs now go to the user store ($GEOMCAP_RUNS here); the section gets
-    the committed runs plus those."""
-    from geomcap import store
+    then silently change). The notebooks' recompute cell trains the missing runs into the user store
+    ($GEOMCAP_RUNS here) with the sweep; the analysis (section_runs) trains nothing and gets exactly the
+    grid's runs from the committed store and the user store."""
+    from geomcap import store, sweep
 
     monkeypatch.setenv("GEOMCAP_RUNS", str(tmp_path / "user"))
     assert store.user_root() == tmp_path / "user"
-    committed = sorted(p.name for p in results.data_root().iterdir())
-    runs = results.section_runs(tasks="copy", levels="easy", sizes="405k", seeds=[7], recompute=True, steps="3",
-                                progress=False)
-    assert sorted(p.name for p in results.data_root().iterdir()) == committed
+    committed = sorted(p.name for p in store.committed_data("runs").iterdir())
+    selection = dict(tasks="copy", levels="easy", sizes="405k", seeds=[7], steps="3")
+    stores = results.section_stores("", recompute=True)
+    assert stores == [store.committed_data("runs"), tmp_path / "user"]
+    with pytest.raises(ValueError, match="1 of the 1 runs asked for are not in"):  # the analysis never trains
+        results.section_runs(recompute=True, **selection)
+    assert not (tmp_path / "user").exists()
+    sweep.train_missing(results.section_grid(**selection), stores, progress=False)
+    runs = results.section_runs(recompute=True, **selection)
+    assert sorted(p.name for p in store.committed_data("runs").iterdir()) == committed
     trained = [p for p in (tmp_path / "user").iterdir() if store.is_complete(p)]
     assert len(trained) == 1 and list(runs["path"]) == [str(trained[0])]
     # a run stored already is not trained again (the committed first-grid runs do not match the current
-    # protocol's configs, so the reuse is checked on the user store); the section gets exactly the grid's runs
-    again = results.section_runs(tasks="copy", levels="easy", sizes="405k", seeds=[7], recompute=True, steps="3",
-                                 progress=False)
-    assert len(list((tmp_path / "user").iterdir())) == 1 and list(again["path"]) == list(runs["path"])
-    both = results.section_runs(tasks="copy", levels="easy", sizes="405k", seeds=[1, 7], recompute=True, steps="3",
-                                progress=False)
+    # protocol's configs, so the reuse is checked on the user store)
+    assert sweep.train_missing(results.section_grid(**selection), stores, progress=False) == []
+    assert len(list((tmp_path / "user").iterdir())) == 1
+    both = {**selection, "seeds": [1, 7]}
+    sweep.train_missing(results.section_grid(**both), stores, progress=False)
+    both = results.section_runs(recompute=True, **both)
     assert sorted(both["seed"]) == [1, 7] and set(both["steps"]) == {3}
     with pytest.raises(ValueError, match="parameter recompute: must be True or False, got 'no'"):
         results.section_runs(tasks="copy", recompute="no")
+    with pytest.raises(ValueError, match="parameter steps: must be a positive integer, got -5"):
+        results.section_grid(**{**selection, "steps": "-5"})
+    with pytest.raises(ValueError, match="parameter seeds: give explicit seeds"):
+        results.section_grid(**{**selection, "seeds": "all"})
     monkeypatch.delenv("GEOMCAP_RUNS")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert store.user_root() == tmp_path / "cache" / "geomcap" / "runs"
+
+
+def test_section_grid_default_budget_is_the_committed_runs_budget():
+    from geomcap.train import DEFAULT_LEVEL_STEPS
+
+    configs = results.section_grid(tasks="add", levels="all", sizes="405k", seeds=[0])
+    assert {c.level: c.steps for c in configs} == DEFAULT_LEVEL_STEPS == {"easy": 2000, "medium": 4000, "hard": 3000}
 
 
 def test_book_table_shows_whole_numbers_and_missing_values_plainly():
@@ -335,3 +356,25 @@ def test_book_table_shows_whole_numbers_and_missing_values_plainly():
     assert ">c29<" in html and "..." not in html  # every column, nothing elided
     assert "overflow-wrap: break-word" in html  # long text wraps, never a short word cut in two ("ad|d")
     assert ">n_<wbr>items<" in html  # a header breaks after an underscore
+
+
+def test_every_notebooks_steps_parameter_defaults_to_the_committed_budget():
+    """papermill parameters are literals, so each section notebook that trains its grid on recompute restates
+    the budget: it must be the library's. (06's and 08's ``steps`` are other budgets: the stand-in's, the
+    monitored run's.)"""
+    import ast
+    import json
+    from pathlib import Path
+
+    from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT
+
+    found = {}
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0*.ipynb")):
+        cell = next(c for c in json.loads(path.read_text())["cells"]
+                    if "parameters" in c["metadata"].get("tags", []))
+        values = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse("".join(cell["source"])).body
+                  if isinstance(node, ast.Assign)}
+        if "recompute" in values and path.name != "06_pythia.ipynb":
+            found[path.name] = values["steps"]
+    assert len(found) == 6, found
+    assert set(found.values()) == {DEFAULT_LEVEL_STEPS_TEXT}, found

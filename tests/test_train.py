@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from geomcap import events, store
-from geomcap.train import TrainConfig, checkpoint_steps, learning_rate, thinned_steps, train
+from geomcap import events, measures, store
+from geomcap.train import TrainConfig, checkpoint_steps, learning_rate, recorded_at, thinned_steps, train
 
 GEOMCAP = [sys.executable, "-m", "geomcap.cli"]
 
@@ -118,11 +118,35 @@ def test_costly_measures_leave_the_training_metrics_unchanged(tmp_path):
     """The grid records the costly measures on some runs only; those runs stay comparable with the
     others (e.g. as the baselines of the sensitivity runs) because measuring never touches training."""
     plain = store.read_metrics(train(small_config(steps=16), out=tmp_path / "a", progress=False))
-    measured = store.read_metrics(train(small_config(steps=16, measures=("grad_rank", "hessian"), costly_every=1,
-                                                     dynamics_size=32), out=tmp_path / "b", progress=False))
+    cfg = small_config(steps=16, measures=("grad_rank", "hessian_top"), costly_every=2, dynamics_size=32)
+    measured = store.read_metrics(train(cfg, out=tmp_path / "b", progress=False))
     both = plain.merge(measured, on=["step", "layer", "measure"], suffixes=("_plain", "_measured"))
     assert len(both) == len(plain) and set(measured["measure"]) > set(plain["measure"])
     assert np.array_equal(both["value_plain"], both["value_measured"], equal_nan=True)
+    # what was recorded, where and when, is what the registry says
+    schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
+    requested = [m for m in measures.MEASURES if not m.costly or m.option in cfg.measures]
+    assert set(measured["measure"]) == {m.name for m in requested}
+    last = int(measured["layer"].max())
+    for m in requested:
+        rows = measured[measured["measure"] == m.name]
+        layers = {"model": {-1}, "each": set(range(last + 1)), "last": {last}}[m.layers]
+        assert set(rows["layer"]) == layers, m.name
+        assert set(rows["step"]) == recorded_at(m.recorded, schedule, cfg), m.name
+    # powers of two over the dense part (8 steps), then every 2nd checkpoint (9..16, one per step), and the last
+    assert recorded_at("costly", schedule, cfg) == {0, 1, 2, 4, 8, 9, 11, 13, 15, 16}
+
+
+def test_hessian_top_is_spelled_hessian_in_config_json():
+    """The costly measure is named hessian_top everywhere; config.json keeps the spelling the first runs
+    were hashed with, so their run directories keep their names."""
+    new, old = small_config(measures=("hessian_top", "llc")), small_config(measures=("llc", "hessian"))
+    assert new == old and new.measures == ("hessian_top", "llc")
+    assert new.to_dict()["measures"] == ["hessian", "llc"]
+    assert TrainConfig.from_dict(new.to_dict()) == new
+    assert store.config_hash(new.to_dict()) == store.config_hash({**new.to_dict(), "measures": ["hessian", "llc"]})
+    with pytest.raises(ValueError, match="choose from: grad_rank, grad_cov_rank, hessian_top, llc"):
+        small_config(measures=("hessian_bottom",))
 
 
 def test_a_stopped_run_is_the_prefix_of_the_full_run(tmp_path):
@@ -179,10 +203,9 @@ def test_committed_runs_keep_their_names():
     not rename the committed runs (legacy_values keeps it out of the dict at the value they used)."""
     import json
 
-    from geomcap.results import data_root
     from geomcap.train import legacy_values
 
-    run_dirs = sorted(d for d in data_root().iterdir() if (d / "config.json").exists())[:10]
+    run_dirs = sorted(d for d in store.committed_data("runs").iterdir() if (d / "config.json").exists())[:10]
     assert run_dirs, "no committed run to check"
     for run_dir in run_dirs:
         config = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))

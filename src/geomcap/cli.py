@@ -36,18 +36,16 @@ def _measures(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from geomcap.measures import COSTLY_MEASURES
+    from geomcap.sweep import SETTABLE_FIELDS
+    from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT
+
     parser = _Parser(prog="geomcap", description="Geometry of capability acquisition in small transformers.")
     parser.add_argument("--version", action="version", version=f"geomcap {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("train", help="train one run, recording geometry at every checkpoint")
-    # the config options default to None here, so that --from can tell which were given (TrainConfig's
-    # defaults apply; they are stated in the help)
-    p.add_argument("--task", default=None, help="copy, reverse, compare, parity, add, mod, sort, mul (required)")
-    p.add_argument("--level", default=None, help="easy, medium, hard (required)")
-    p.add_argument("--size", default=None, help="model preset (see `geomcap presets`); default 405k")
-    p.add_argument("--seed", type=int, default=None, help="default 0")
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps; default 2000")
+    _config_options(p)
     p.add_argument("--from", dest="from_config", default=None, metavar="CONFIG",
                    help="rerun a recorded run exactly: its config.json (or run directory) gives the whole config, "
                         "the thread count, device and compile setting; takes no other config option")
@@ -57,14 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default 1: does not collapse when other work shares the cores, and gives "
                         "the same metrics on every machine; with --from, the recorded run's)")
-    p.add_argument("--measures", type=_measures, default=None,
-                   help="comma-separated costly measures: grad_rank,grad_cov_rank,hessian,llc (default none)")
-    p.add_argument("--costly-every", type=int, default=None, help="run the costly measures on every k-th checkpoint; default 4")
-    p.add_argument("--batch-size", type=int, default=None, help="default 128")
-    p.add_argument("--lr", type=float, default=None, help="default 1e-3")
-    p.add_argument("--weight-decay", type=float, default=None, help="default 0.1 (1.0 for mod)")
-    p.add_argument("--answer-order", default=None, choices=("msd", "lsd"),
-                   help="digits of add, mod, mul answers: most (msd, default) or least significant first")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training steps (not part of the config hash; equal metrics up to round-off)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -74,19 +64,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", default="all", help="comma-separated levels, or all")
     p.add_argument("--sizes", default="405k", help="comma-separated presets")
     p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
-    p.add_argument("--steps", default="2000", help="steps, or per level: easy=1000,medium=3000,hard=6000")
+    p.add_argument("--steps", default=None,
+                   help=f"steps, or per level: easy=1000,medium=3000,hard=6000 (default {DEFAULT_LEVEL_STEPS_TEXT})")
     p.add_argument("--root", default=None, help="run store root (default $GEOMCAP_RUNS or ./runs)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: one per core)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (workers share the device)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per worker (default: cores // workers; 1 when the cores are shared)")
-    p.add_argument("--measures", type=_measures, default=(), help="costly measures, as for train")
+    p.add_argument("--measures", type=_measures, default=(),
+                   help=f"comma-separated costly measures: {','.join(COSTLY_MEASURES)} (default none)")
     p.add_argument("--pack", type=int, default=None, metavar="K",
                    help="train up to K runs of one preset, steps and batch size as one batched computation "
                         "per worker (metrics as if trained alone, up to rounding)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a training setting for every run (repeatable): lr, weight_decay, beta1, beta2, "
-                        "warmup_steps, min_lr_ratio, grad_clip, batch_size")
+                   help="a training setting for every run (repeatable): " + ", ".join(
+                       f"{name} (default {_default_text(name)})" for name in SETTABLE_FIELDS))
     p.add_argument("--quiet", action="store_true")
 
     sub.add_parser("presets", help="print the model presets with their parameter counts")
@@ -159,23 +151,92 @@ def _pythia_parsers(sub) -> None:
     p.add_argument("--layers", default="final", help="final, all, or comma-separated layer indices")
 
 
-#: geomcap train's options that set a TrainConfig field: option attribute -> field
-TRAIN_CONFIG_OPTIONS = {"task": "task", "level": "level", "size": "size", "seed": "seed", "steps": "steps",
-                        "batch_size": "batch_size", "lr": "lr", "weight_decay": "weight_decay",
-                        "answer_order": "answer_order", "measures": "measures", "costly_every": "costly_every"}
+#: the TrainConfig fields geomcap train does not take as options (a level's parameters: --from a config)
+NOT_OPTIONS = ("task_params",)
+
+
+def config_fields() -> list[str]:
+    """The TrainConfig fields that are options of geomcap train (``--batch-size`` sets ``batch_size``)."""
+    from dataclasses import fields
+
+    from geomcap.train import TrainConfig
+
+    return [f.name for f in fields(TrainConfig) if f.name not in NOT_OPTIONS]
+
+
+def _default_text(name: str) -> str:
+    """A TrainConfig field's default as the help states it (the fields whose None default is resolved
+    from the others say how)."""
+    from dataclasses import fields
+
+    from geomcap.train import DEFAULT_WEIGHT_DECAY, WEIGHT_DECAY_BY_TASK, TrainConfig
+
+    if name == "weight_decay":
+        by_task = ", ".join(f"{value} for {task}" for task, value in WEIGHT_DECAY_BY_TASK.items())
+        return f"{DEFAULT_WEIGHT_DECAY} ({by_task})"
+    if name == "warmup_steps":
+        return "from steps (TrainConfig)"
+    default = {f.name: f.default for f in fields(TrainConfig)}[name]
+    if default in ((), None):
+        return "none"
+    return ",".join(default) if isinstance(default, tuple) else str(default)
+
+
+def _typed(kind: type, none: bool):
+    """argparse's type for a field of type ``kind``: "none" gives None when the field may be None
+    (``stop_margin``: never stop early; ``weight_decay``, ``warmup_steps``: their default rule)."""
+    convert = {tuple: _measures, bool: _flag}.get(kind, kind)
+
+    def parse(text: str):
+        return None if none and text == "none" else convert(text)
+
+    parse.__name__ = kind.__name__  # argparse names it in "invalid int value: ..."
+    return parse
+
+
+def _flag(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError(text)
+    return text.lower() == "true"
+
+
+def _config_options(p) -> None:
+    """geomcap train's config options: one per TrainConfig field, its type and default from the field."""
+    from dataclasses import MISSING, fields
+
+    from geomcap import tasks
+    from geomcap.measures import COSTLY_MEASURES
+    from geomcap.train import TrainConfig, field_type
+
+    about = {"task": ", ".join(tasks.TASKS), "level": ", ".join(tasks.LEVELS),
+             "size": "model preset (see `geomcap presets`)", "steps": "optimizer steps",
+             "measures": "comma-separated costly measures: " + ",".join(COSTLY_MEASURES),
+             "costly_every": "run the costly measures on every k-th checkpoint",
+             "answer_order": "digits of add, mod, mul answers: most (msd) or least significant first",
+             "stop_margin": "stop a margin after acquisition (see geomcap.train); none: train every step",
+             "hessian_warm_start": "true or false"}
+    for f in fields(TrainConfig):
+        if f.name in NOT_OPTIONS:
+            continue
+        kind = field_type(f.name)
+        text = about.get(f.name, f.name.replace("_", " "))
+        text += " (required)" if f.default is MISSING else f"; default {_default_text(f.name)}"
+        choices = tasks.ANSWER_ORDERS if f.name == "answer_order" else None
+        # SUPPRESS: an option not given is not in the namespace (--from tells which were given)
+        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=_typed(kind, "None" in str(f.type)),
+                       default=argparse.SUPPRESS, choices=choices, help=text)
 
 
 def cmd_train(args) -> int:
     from geomcap.train import TrainConfig, check_writable, resolve_device, train
 
     _check_path(args.out, "--out")
-    given = {field: getattr(args, option) for option, field in TRAIN_CONFIG_OPTIONS.items()
-             if getattr(args, option) is not None}
+    given = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
     device, threads, compile = args.device, args.threads, args.compile
     source = None
     if args.from_config is not None:
         if given:
-            option = next(o for o in TRAIN_CONFIG_OPTIONS if getattr(args, o) is not None)
+            option = next(iter(given))
             raise ValueError(f"--from reruns a recorded run as it was: it takes no --{option.replace('_', '-')}")
         source, recorded = _recorded_run(args.from_config)
         cfg = TrainConfig.from_dict(recorded)
@@ -250,12 +311,12 @@ def _ints(text: str, option: str) -> list[int]:
 def cmd_sweep(args) -> int:
     from geomcap.sweep import grid, parse_settings, parse_steps, run_sweep
     from geomcap.tasks import LEVELS, TASKS
-    from geomcap.train import resolve_device
+    from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT, resolve_device
 
     _check_path(args.root, "--root")
     configs = grid(tasks=_names(args.tasks, TASKS, "--tasks"), levels=_names(args.levels, LEVELS, "--levels"),
                    sizes=_names(args.sizes, (), "--sizes"), seeds=_ints(args.seeds, "--seeds"),
-                   steps=parse_steps(args.steps), measures=args.measures, **parse_settings(args.set))
+                   steps=parse_steps(args.steps or DEFAULT_LEVEL_STEPS_TEXT), measures=args.measures, **parse_settings(args.set))
     resolve_device(args.device)
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be a positive integer, got {args.workers}")

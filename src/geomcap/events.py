@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import stats
 
+from geomcap import measures
+
 if TYPE_CHECKING:  # pandas is only needed by the table helpers
     import pandas
 
@@ -71,6 +73,8 @@ __all__ = [
     "top_down",
     "tidy_series",
     "layer_matrix",
+    "final_layer",
+    "final_layer_rows",
     "rolling_median",
     "chance_corrected",
     "spearman",
@@ -671,6 +675,7 @@ def precursor(
     min_lead: int = MIN_LEAD_CHECKPOINTS,
     horizon_share: float | None = HORIZON_SHARE,
     start: int | None = None,
+    measure_steps=None,
 ) -> Precursor:
     """Compare a measure's transition with capability acquisition (the paper's reading).
 
@@ -696,6 +701,11 @@ def precursor(
         See :func:`horizon_step`.
     start : int, optional, keyword-only
         First step read by the transition rule (e.g. the collapse floor).
+    measure_steps : array of int, shape (m,), optional, keyword-only
+        The measure's own checkpoints, when it was recorded on a subset of
+        ``steps`` (the costly measures): ``measure`` then has shape (m,); its
+        transition is read on them, acquisition on ``steps``, and the gap
+        is counted in checkpoints of ``steps``.
 
     Returns
     -------
@@ -706,12 +716,12 @@ def precursor(
         both steps are defined. ``is_precursor`` is True iff both are defined
         and ``gap_checkpoints >= min_lead``.
     """
-    s, _ = _check_series(steps, measure, "measure")
-    _check_series(s, accuracy, "accuracy")
+    s, _ = _check_series(steps, accuracy, "accuracy")
+    m_steps, _ = _check_series(s if measure_steps is None else measure_steps, measure, "measure")
     min_lead = _check_count(min_lead, "min_lead")
     a = acquisition_step(s, accuracy, threshold=threshold, patience=patience)
     end = None if horizon_share is None else horizon_step(s, a, horizon_share)
-    m = transition_step(s, measure, fraction=fraction, smooth=smooth, start=start, end=end)
+    m = transition_step(m_steps, measure, fraction=fraction, smooth=smooth, start=start, end=end)
     return _lead(s, m, a, min_lead)
 
 
@@ -983,33 +993,33 @@ def layer_matrix(metrics: "pandas.DataFrame", measure: str) -> tuple[np.ndarray,
     )
 
 
+def final_layer(metrics: "pandas.DataFrame", measure: str) -> int | None:
+    """The final layer of ``measure`` in one run's tidy table: the largest layer index recorded for it
+    (None when it is absent). For ``rankme`` the output after the final LayerNorm; for a ``*_residual``
+    measure, recorded at the last layer only, the last block's residual stream."""
+    layers = metrics.loc[metrics["measure"] == measure, "layer"]
+    return int(layers.max()) if len(layers) else None
+
+
+def final_layer_rows(metrics: "pandas.DataFrame", measure: str, by: str | None = "run") -> "pandas.DataFrame":
+    """The rows of ``measure`` at its final layer (:func:`final_layer`), in a table of several runs: per
+    group of the ``by`` column (None: the table is one run)."""
+    rows = metrics[metrics["measure"] == measure]
+    final = rows["layer"].max() if by is None else rows.groupby(by)["layer"].transform("max")
+    return rows[rows["layer"] == final]
+
+
 # ---------------------------------------------------------------------------
 # one run's summary (what `geomcap show` prints and the notebooks tabulate)
 # ---------------------------------------------------------------------------
 
 #: series whose transition is compared with acquisition, as (measure, layer): layer "final" means
 #: the measure's last layer (after the final LayerNorm for ``rankme``; the last block's residual
-#: stream, before it, for the ``*_residual`` measures). The same rule is applied to every one.
-PRECURSOR_MEASURES = (
-    ("rankme", "final"),
-    ("rankme_centred", "final"),
-    ("rankme_all_positions", "final"),
-    ("rankme_mean_pooled", "final"),
-    ("rankme_residual", "final"),
-    ("rankme_centred_residual", "final"),
-    ("mean_energy_share", "final"),
-    ("mean_energy_share_residual", "final"),
-    ("probe_accuracy", "final"),
-    ("grad_rank", -1),
-    ("grad_cov_rank", -1),
-    ("hessian_top", -1),
-    ("llc", -1),
-    ("test_loss", -1),
-    ("train_accuracy", -1),
-    ("first_token_accuracy", -1),
-)
+#: stream, before it, for the ``*_residual`` measures). The same rule is applied to every one. The
+#: precursor measures of :data:`geomcap.measures.MEASURES`, in its order.
+PRECURSOR_MEASURES = tuple((m.name, "final" if m.per_layer else -1) for m in measures.MEASURES if m.precursor)
 #: the behavioural baselines among them: they move with behaviour by construction
-BEHAVIOURAL_BASELINES = ("test_loss", "train_accuracy", "first_token_accuracy")
+BEHAVIOURAL_BASELINES = measures.BEHAVIOURAL_BASELINES
 #: the two readings of a transition: from the first checkpoint, and from the collapse floor onward
 READINGS = ("from_start", "after_floor")
 
@@ -1061,8 +1071,7 @@ def plateau_fraction(steps, accuracy, until: int | None = None, level: float = P
 def _value_at(metrics, measure: str, step: int | None, layer) -> float | None:
     if step is None or measure not in set(metrics["measure"].unique()):
         return None
-    rows = metrics[metrics["measure"] == measure]
-    layer = int(rows["layer"].max()) if layer == "final" else layer
+    layer = final_layer(metrics, measure) if layer == "final" else layer
     s, v = tidy_series(metrics, measure, layer=layer)
     i = int(np.searchsorted(s, step))
     return float(v[i]) if i < s.size and s[i] == step and np.isfinite(v[i]) else None
@@ -1137,33 +1146,37 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
         ``top_down``: :func:`top_down` on the pre-LayerNorm residual streams
         (layers ``0..L-1`` of ``measure`` and, at ``L``, ``<measure>_residual``
         when recorded; else the post-LayerNorm output, said in ``basis``),
-        with the post-LayerNorm reading beside it under ``post_ln``.
+        with the post-LayerNorm reading beside it under ``post_ln``;
+        ``protocol``: the parameters used (``threshold``, ``patience``,
+        ``fraction``, ``smooth``, ``window``, ``hold``, ``horizon_share``,
+        ``min_lead``, ``plateau_level``), which :func:`format_summary` states.
     """
     _check_tidy(metrics)
     steps, raw_accuracy = tidy_series(metrics, "accuracy")
     accuracy = chance_corrected(raw_accuracy, chance)
     acq = acquisition_step(steps, accuracy, threshold=threshold, patience=patience)
     present = set(metrics["measure"].unique())
-    rank_layers = sorted(metrics.loc[metrics["measure"] == measure, "layer"].unique())
-    final_layer = int(rank_layers[-1]) if rank_layers else None
+    last = final_layer(metrics, measure)
     horizon = horizon_step(steps, acq, horizon_share)
     summary = {"acquisition_step": acq, "final_accuracy": float(raw_accuracy[-1]), "last_step": int(steps[-1]),
-               "checkpoints": int(steps.size), "chance": chance, "measure": measure, "final_layer": final_layer,
+               "checkpoints": int(steps.size), "chance": chance, "measure": measure, "final_layer": last,
                "plateau_fraction": plateau_fraction(steps, accuracy, until=acq, level=plateau_level),
                "horizon_step": horizon, "collapse": None, "order_collapse_recovery_acquisition": None,
-               "mean_energy": None, "precursors": {}, "top_down": None}
+               "mean_energy": None, "precursors": {}, "top_down": None,
+               "protocol": {"threshold": threshold, "patience": patience, "fraction": fraction, "smooth": smooth,
+                            "window": window, "hold": hold, "horizon_share": horizon_share, "min_lead": min_lead,
+                            "plateau_level": plateau_level}}
 
     c = None
-    if final_layer is not None:
-        r_steps, r_values = tidy_series(metrics, measure, layer=final_layer)
+    if last is not None:
+        r_steps, r_values = tidy_series(metrics, measure, layer=last)
         c = collapse(r_steps, r_values, smooth=smooth, window=window, hold=hold)
         summary["collapse"] = c.__dict__.copy()
         if acq is not None:
             summary["order_collapse_recovery_acquisition"] = bool(
                 c.collapsed and c.recovery_step is not None and c.floor_step < c.recovery_step <= acq)
     if "mean_energy_share" in present:
-        share_steps, share = tidy_series(metrics, "mean_energy_share",
-                                         layer=int(metrics.loc[metrics["measure"] == "mean_energy_share", "layer"].max()))
+        share_steps, share = tidy_series(metrics, "mean_energy_share", layer=final_layer(metrics, "mean_energy_share"))
         floor_step = None if c is None else c.floor_step
         summary["mean_energy"] = {
             "initial": float(share[0]), "last": float(share[-1]),
@@ -1174,44 +1187,43 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
     if c is not None and c.collapsed:
         starts["after_floor"] = c.floor_step
     for reading, start in starts.items():
-        transitions = {}
+        leads_acquisition = {}
         for name, layer in PRECURSOR_MEASURES:
             if name not in present:
                 continue
-            if layer == "final":
-                layer = int(metrics.loc[metrics["measure"] == name, "layer"].max())
+            layer = final_layer(metrics, name) if layer == "final" else layer
             m_steps, m_values = tidy_series(metrics, name, layer=layer)
             # costly measures exist on a subset of checkpoints: their transition comes from their own
             # series, acquisition from the full accuracy series, gaps counted on the full checkpoint grid
-            transitions[name] = (layer, transition_step(m_steps, m_values, fraction=fraction, smooth=smooth,
-                                                        start=start, end=horizon))
-        loss_step = transitions.get("test_loss", (None, None))[1]
-        for name, (layer, t) in transitions.items():
-            p = _lead(steps, t, acq, min_lead)
-            leads = None
+            leads_acquisition[name] = (layer, precursor(
+                steps, m_values, accuracy, threshold, patience, fraction, smooth, min_lead=min_lead,
+                horizon_share=horizon_share, start=start, measure_steps=m_steps))
+        loss = leads_acquisition.get("test_loss")
+        loss_step = None if loss is None else loss[1].measure_step
+        for name, (layer, p) in leads_acquisition.items():
+            t, leads = p.measure_step, None
             if name != "test_loss" and t is not None and loss_step is not None:
                 leads = _lead(steps, t, loss_step, min_lead).is_precursor
             key = name if reading == "from_start" else f"{name}_after_floor"
             summary["precursors"][key] = {**p.__dict__, "test_loss_step": loss_step, "leads_test_loss": leads,
                                           "reading": reading, "layer": layer}
 
-    if final_layer is not None:
+    if last is not None:
         layers, l_steps, values = layer_matrix(metrics, measure)
         residual = f"{measure}_residual"
         td_post = top_down(l_steps, values, layers=layers, smooth=smooth, window=window)
         pre = values.copy()
         if residual in present:
-            res_layer = int(metrics.loc[metrics["measure"] == residual, "layer"].max())
-            res_steps, res_values = tidy_series(metrics, residual, layer=res_layer)
+            res_steps, res_values = tidy_series(metrics, residual, layer=final_layer(metrics, residual))
             row = np.full(l_steps.size, np.nan)
             idx = np.searchsorted(l_steps, res_steps)
             ok = (idx < l_steps.size) & (l_steps[np.minimum(idx, l_steps.size - 1)] == res_steps)
             row[idx[ok]] = res_values[ok]
-            pre[list(layers).index(final_layer)] = row
-            basis = f"pre-LayerNorm residual streams (layer {final_layer}: {residual})"
+            pre[list(layers).index(last)] = row
+            basis = f"pre-LayerNorm residual streams (layer {last}: {residual})"
             td = top_down(l_steps, pre, layers=layers, smooth=smooth, window=window)
         else:
-            basis = (f"layers 0..{final_layer - 1} pre-LayerNorm, layer {final_layer} post-LayerNorm "
+            basis = (f"layers 0..{last - 1} pre-LayerNorm, layer {last} post-LayerNorm "
                      f"({residual} not recorded)")
             td = td_post
         summary["top_down"] = {**_top_down_dict(td), "basis": basis,
@@ -1225,10 +1237,13 @@ def _fmt(x, spec: str = ".2f") -> str:
 
 
 def format_summary(summary: dict) -> str:
-    """Human-readable lines for :func:`summarize_run`'s dict."""
+    """Human-readable lines for :func:`summarize_run`'s dict, stating the protocol's parameters it used
+    (its ``protocol``; the defaults, :data:`PROTOCOL`, for a dict without one)."""
+    used = {"threshold": PROTOCOL["acquisition_threshold"], "patience": PROTOCOL["acquisition_patience"],
+            "fraction": TRANSITION_FRACTION, "min_lead": MIN_LEAD_CHECKPOINTS, **summary.get("protocol", {})}
     chance = f" (best constant answer {summary['chance']:.3f})" if summary.get("chance") else ""
     acquired = (f"acquired at step {summary['acquisition_step']}" if summary["acquisition_step"] is not None
-                else "never acquired (chance-corrected > 0.5 for 3 checkpoints)")
+                else f"never acquired (chance-corrected > {used['threshold']:g} for {used['patience']} checkpoints)")
     lines = [f"accuracy   final {summary['final_accuracy']:.3f}{chance}; {acquired}; last step "
              f"{summary.get('last_step')}; at chance over {_fmt(summary.get('plateau_fraction'))} of the steps "
              f"{'before acquisition' if summary['acquisition_step'] is not None else 'of the run'}"]
@@ -1246,8 +1261,9 @@ def format_summary(summary: dict) -> str:
         lines.append(f"mean share of energy (final layer): initial {_fmt(energy['initial'])}, at the floor "
                      f"{_fmt(energy['at_floor'])}, last {_fmt(energy['last'])}")
     if summary["precursors"]:
-        lines.append(f"precursors (transition = half of the largest excursion, read up to step "
-                     f"{summary.get('horizon_step')}; precursor = leads acquisition by >= 2 checkpoints)")
+        lines.append(f"precursors (transition = {used['fraction']:g} of the largest excursion, read up to step "
+                     f"{summary.get('horizon_step')}; precursor = leads acquisition by >= {used['min_lead']} "
+                     "checkpoints)")
         for measure, p in summary["precursors"].items():
             gap = (f"gap {p['gap_steps']} steps, {p['gap_checkpoints']} checkpoints, "
                    f"{_fmt(p.get('gap_share'))} of acquisition" if p["gap_steps"] is not None else "gap undefined")

@@ -34,7 +34,7 @@ CLAIMS = {
            "values": {"easy_rate": 0.0}},
     "C7": {"statement": "Pythia-2.8B: RankMe precedes logical deduction; no gap on easy diagnostics",
            "figure": "~49K steps gap on deduction; none on the 7 easy diagnostics",
-           "values": {"gap_steps": 49_000, "easy_precursors": 0}},
+           "values": {"gap_steps": 49_000, "training_steps": 143_000, "easy_precursors": 0}},
     "C8": {"statement": "a small proxy's RankMe trajectory predicts a larger model's",
            "figure": "rho > 0.92; timing concordance 52-69%",
            "values": {"rho": 0.92, "concordance_low": 0.52, "concordance_high": 0.69}},

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from geomcap import events
+from geomcap import events, paper
 
 PAPER_COLOR = "0.35"
 
@@ -48,12 +48,12 @@ def paper_line(ax, value: float, label: str, axis: str = "y") -> None:
     draw(value, color=PAPER_COLOR, linestyle="--", linewidth=1, label=label)
 
 
-def run_curves(metrics, title: str | None = None, measure: str = "rankme", chance: float = 0.0):
-    """Accuracy (top) and per-layer RankMe (bottom) of one run against training step.
+def run_curves(metrics, summary: dict | None = None, title: str | None = None, measure: str = "rankme"):
+    """Accuracy (top) and per-layer ``measure`` (bottom) of one run against training step.
 
-    Marks the acquisition step (chance-corrected accuracy > 0.5 for 3
-    checkpoints; ``chance`` = the best constant answer's accuracy) and the
-    final layer's collapse floor and recovery.
+    With ``summary`` (:func:`geomcap.events.summarize_run` of the same metrics) marks its
+    acquisition step and, when it summarises ``measure``, the final layer's collapse floor
+    and recovery. Draws what it is given: it computes no event.
     """
     set_style()
     fig, (ax_acc, ax_rank) = plt.subplots(2, 1, figsize=(7, 5.6), sharex=True,
@@ -74,13 +74,13 @@ def run_curves(metrics, title: str | None = None, measure: str = "rankme", chanc
         ax_rank.plot(l_steps, row, color=color, label=f"layer {layer}: {name}")
     ax_rank.set_ylabel(f"{measure} (effective dimensions)")
 
-    summary = events.summarize_run(metrics, chance=chance)
-    acq = summary["acquisition_step"]
+    summary = summary or {}
+    acq = summary.get("acquisition_step")
     for ax in (ax_acc, ax_rank):
         if acq is not None:
             ax.axvline(acq, color="C3", linewidth=1, label="acquisition" if ax is ax_acc else None)
-    c = summary["collapse"]
-    if c is not None and measure == "rankme":
+    c = summary.get("collapse")
+    if c is not None and summary.get("measure", "rankme") == measure:
         ax_rank.plot([c["floor_step"]], [c["floor_value"]], "v", color="C3", label="final layer: floor")
         if c["recovery_step"] is not None:
             rec = values[-1][np.searchsorted(l_steps, c["recovery_step"])]
@@ -97,13 +97,6 @@ def run_curves(metrics, title: str | None = None, measure: str = "rankme", chanc
 LEVEL_COLORS = {"easy": "C2", "medium": "C0", "hard": "C3"}  # green, blue, vermilion: C1 (orange) is too close to C3
 
 
-def final_layer_rows(metrics, measure: str):
-    """Rows of ``measure`` at each run's final layer (the largest layer index recorded for it)."""
-    m = metrics[metrics["measure"] == measure]
-    final = m.groupby("run")["layer"].transform("max")
-    return m[m["layer"] == final]
-
-
 def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = None):
     """One panel per task: the final layer's ``measure`` (solid) and test accuracy (dashed, right axis)
     against training step, one colour per level, one line per seed.
@@ -114,7 +107,7 @@ def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = N
     set_style()
     task_names = list(dict.fromkeys(metrics["task"]))
     fig, axes, _ = _panels(len(task_names), 4, 3.3, 2.7)
-    rank = final_layer_rows(metrics, measure)
+    rank = events.final_layer_rows(metrics, measure)
     acc = metrics[metrics["measure"] == "accuracy"]
     for ax, task in zip(axes.flat, task_names):
         twin = ax.twinx()
@@ -280,7 +273,7 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
     set_style()
     task_names = list(dict.fromkeys(pairs["task"]))
     fig, axes, used = _panels(max(1, len(task_names)), ncols, 3.3, 2.6, sharey=False)
-    rank = final_layer_rows(metrics, measure)
+    rank = events.final_layer_rows(metrics, measure)
     for ax, task in zip(used, task_names):
         for pair in pairs[pairs["task"] == task].itertuples():
             for run, size, color in ((pair.run_small, small, SIZE_COLORS[0]), (pair.run_large, large, SIZE_COLORS[1])):
@@ -314,7 +307,7 @@ def setting_curves(metrics, runs, measure: str = "rankme"):
     settings = ["default"] + sorted(s for s in runs["setting"].unique() if s != "default")
     colors = {s: ("black" if s == "default" else f"C{i}") for i, s in enumerate(settings)}
     fig, axes = plt.subplots(2, len(tasks), figsize=(3.3 * len(tasks), 5.4), squeeze=False, sharex="col")
-    rank = final_layer_rows(metrics, measure)
+    rank = events.final_layer_rows(metrics, measure)
     accuracy = metrics[metrics["measure"] == "accuracy"]
     for col, task in enumerate(tasks):
         for run in runs[runs["task"] == task].itertuples():
@@ -394,7 +387,8 @@ def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
     return fig
 
 
-def pythia_gaps(table, paper_gap_steps: int = 49_000, paper_last_step: int = 143_000):
+def pythia_gaps(table, paper_gap_steps: int = paper.CLAIMS["C7"]["values"]["gap_steps"],
+                paper_last_step: int = paper.CLAIMS["C7"]["values"]["training_steps"]):
     """The precursor gap (acquisition - transition) of each benchmark as a fraction of the run's
     training steps, beside the paper's (~49K of Pythia-2.8B's 143K steps on logical deduction).
     One marker per benchmark and layer of ``table`` (:func:`geomcap.pythia.gap_table`);

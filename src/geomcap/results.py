@@ -1,11 +1,11 @@
 """Across runs: load a run store into tables, one row per run, for the notebooks.
 
     from geomcap import results
-    runs = results.load_runs("data/runs")                 # configs, one row per complete run
+    runs = results.load_runs()                            # the committed runs, one row per complete run
     table = results.summary_table(runs)                   # events of every run (acquisition, floor, ...)
     metrics = results.load_metrics(runs, measures=["accuracy", "rankme"])   # tidy, with run columns
     events = results.events_table(runs)                   # one row per event per run
-    results.verdict_table(results.claims_from_store())    # claim | paper | ours | verdict | rule
+    results.verdict_table(results.task_claims_from_store())    # claim | paper | ours | verdict | rule
 
 The analysis protocol's rules across runs live here: difficulty from behaviour
 (:func:`difficulty_class`), both readings of "precursor" (:func:`precursor_table`,
@@ -24,20 +24,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geomcap import events, paper, store
+from geomcap import events, measures, paper, store
 from geomcap.parameters import ParameterError
 from geomcap.tasks import LEVELS, chance_accuracy, make_task
+from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT
 
 RUN_KEYS = ("task", "level", "size", "seed")
 
 
-def load_runs(root="data/runs", complete_only: bool = True, **filters) -> pd.DataFrame:
-    """One row per run directory under ``root``: its config and path.
+def load_runs(root=None, complete_only: bool = True, **filters) -> pd.DataFrame:
+    """One row per run directory under ``root``: its config and path. ``root`` None: the committed
+    runs (:func:`geomcap.store.committed_data` ``("runs")``).
 
     ``filters`` keep rows whose column equals the value, or is in it when a
     list/tuple is given, e.g. ``load_runs(task="mod", level=["easy", "hard"])``.
     """
-    runs = store.list_runs(root)
+    runs = store.list_runs(store.committed_data("runs") if root is None else root)
     if runs.empty:
         return runs
     if complete_only:
@@ -64,7 +66,7 @@ def load_metrics(runs: pd.DataFrame, measures=None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def run_index(root="data/runs") -> pd.DataFrame:
+def run_index(root=None) -> pd.DataFrame:
     """One row per complete run: task, level, size, seed, steps, measures, wall time and throughput."""
     runs = load_runs(root)
     rows = []
@@ -236,28 +238,11 @@ def check_positive_int(name: str, value) -> int:
     return int(value)
 
 
-def data_root() -> Path:
-    """The committed run store: <repository>/data/runs (found from this file's location)."""
-    return Path(__file__).resolve().parents[2] / "data" / "runs"
+RANKME_VARIANTS = measures.RANKME_VARIANTS
 
 
-RANKME_VARIANTS = ("rankme", "rankme_centred", "rankme_all_positions", "rankme_mean_pooled")
-
-
-def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
-                 steps="easy:2000,medium:4000,hard:3000", progress=True) -> pd.DataFrame:
-    """Validate a notebook's parameters and return its runs (one row per complete run).
-
-    tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a
-    list of ints, or "all" (every seed in the store). root "" = the committed
-    store. With ``recompute`` the runs of the grid missing from the store are
-    trained first (through :mod:`geomcap.sweep`; seeds must then be explicit)
-    into ``root``, or with root "" into the user store
-    (:func:`geomcap.store.user_root`, ``$GEOMCAP_RUNS`` or
-    ``~/.cache/geomcap/runs``), never into the committed ``data/runs``; the
-    runs returned are then exactly the grid's, from either store.
-    Bad values raise ValueError naming the parameter.
-    """
+def _section_selection(tasks, levels, sizes, seeds) -> tuple[list, list, list, list | str]:
+    """A notebook's tasks, levels, sizes and seeds, validated (ParameterError naming the parameter)."""
     from geomcap.models import PRESETS
     from geomcap.tasks import TASKS
 
@@ -271,39 +256,72 @@ def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="
         for seed in seeds:
             if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
                 raise ParameterError(f"parameter seeds: {seed!r} is not a non-negative integer")
+    return tasks, levels, sizes, seeds
+
+
+def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=None) -> list:
+    """The runs a notebook's selection asks for, as :class:`geomcap.train.TrainConfig` s (what its recompute
+    cell trains with :func:`geomcap.sweep.train_missing`).
+
+    tasks, levels, sizes, seeds as in :func:`section_runs`, seeds explicit; ``steps``: an int, or per level
+    as ``"easy:2000,medium:4000,hard:3000"`` (None: :data:`geomcap.train.DEFAULT_LEVEL_STEPS_TEXT`). Bad values
+    raise ValueError naming the parameter, before anything is trained.
+    """
+    from geomcap.sweep import grid, parse_steps
+
+    tasks, levels, sizes, seeds = _section_selection(tasks, levels, sizes, seeds)
+    if seeds == "all":
+        raise ParameterError("parameter seeds: give explicit seeds with recompute=True")
+    try:
+        steps_by_level = parse_steps(DEFAULT_LEVEL_STEPS_TEXT if steps is None else str(steps))
+    except ValueError as exc:
+        raise ParameterError(f"parameter steps: {exc}") from None
+    for value in steps_by_level.values() if isinstance(steps_by_level, dict) else [steps_by_level]:
+        check_positive_int("steps", value)
+    return grid(tasks=tasks, levels=levels, sizes=sizes, seeds=seeds, steps=steps_by_level)
+
+
+def section_stores(root="", recompute: bool = False) -> list[Path]:
+    """The run stores a notebook reads: ``root``, or ("") the committed runs
+    (:func:`geomcap.store.committed_data` ``("runs")``) followed, with ``recompute``, by the user store
+    (:func:`geomcap.store.user_root`: ``$GEOMCAP_RUNS``, else ``~/.cache/geomcap/runs``), where the recompute
+    cell trains: never into the committed ``data/``. The last store is the one runs are trained into."""
     if not isinstance(recompute, bool):
         raise ParameterError(f"parameter recompute: must be True or False, got {recompute!r}")
-    roots = [Path(root)] if root else [data_root()]
-    if recompute:
-        from geomcap.sweep import grid, parse_steps, run_sweep
+    if root:
+        return [Path(root)]
+    return [store.committed_data("runs")] + ([store.user_root()] if recompute else [])
 
-        if seeds == "all":
-            raise ParameterError("parameter seeds: give explicit seeds with recompute=True")
-        try:
-            steps_by_level = parse_steps(str(steps))
-        except ValueError as exc:
-            raise ParameterError(f"parameter steps: {exc}") from None
-        if isinstance(steps_by_level, int):
-            check_positive_int("steps", steps_by_level)
-        target = Path(root) if root else store.user_root()
-        if not root:
-            roots.append(target)
-        configs = grid(tasks=tasks, levels=levels, sizes=sizes, seeds=seeds, steps=steps_by_level)
-        missing = [c for c in configs if not any(store.is_complete(store.run_dir_for(c.to_dict(), r)) for r in roots)]
-        run_sweep(missing, root=target, progress=progress)
-        wanted = {store.config_hash(c.to_dict()) for c in configs}
+
+def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
+                 steps=None) -> pd.DataFrame:
+    """Validate a notebook's parameters and return its runs (one row per complete run). Trains nothing.
+
+    tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a list of ints, or "all"
+    (every seed in the store). The runs are read from :func:`section_stores` (``root`` "" = the committed
+    store). With ``recompute`` the runs returned are exactly those of :func:`section_grid` (its steps, its
+    settings), from either store; the notebook's recompute cell trains the missing ones first
+    (:func:`geomcap.sweep.train_missing`). Bad values raise ValueError naming the parameter.
+    """
+    tasks, levels, sizes, seeds = _section_selection(tasks, levels, sizes, seeds)
+    roots = section_stores(root, recompute)
     if not roots[0].exists():
         raise ParameterError(f"parameter root: {roots[0]} does not exist")
     selected = [load_runs(r, task=tasks, level=levels, size=sizes, seed=None if seeds == "all" else seeds)
                 for r in roots if r.exists()]
     runs = pd.concat([r for r in selected if not r.empty] or [selected[0]], ignore_index=True)
-    if recompute and not runs.empty:  # exactly the grid's runs (its steps, its settings)
-        runs = runs[runs["run"].isin(wanted)]
+    where = " and ".join(str(r) for r in roots)
+    if recompute:  # exactly the grid's runs (its steps, its settings)
+        wanted = {store.config_hash(c.to_dict()) for c in section_grid(tasks, levels, sizes, seeds, steps)}
+        runs = runs[runs["run"].isin(wanted)] if not runs.empty else runs
+        missing = len(wanted) - runs["run"].nunique() if not runs.empty else len(wanted)
+        if missing:
+            raise ValueError(f"{missing} of the {len(wanted)} runs asked for are not in {where}: train them first "
+                             "(the notebook's recompute cell: geomcap.sweep.train_missing)")
     if len(selected) > 1 and not runs.empty:  # a run in both stores: the committed one
         runs = runs.drop_duplicates("run").sort_values(list(RUN_KEYS)).reset_index(drop=True)
-    root = " and ".join(str(r) for r in roots)
     if runs.empty:
-        raise ValueError(f"no complete run in {root} for tasks={tasks}, levels={levels}, sizes={sizes}, "
+        raise ValueError(f"no complete run in {where} for tasks={tasks}, levels={levels}, sizes={sizes}, "
                          f"seeds={seeds}: pass recompute=True to train them (see data/README.md)")
     return runs
 
@@ -363,7 +381,7 @@ def setting_runs(root, baseline_root="") -> pd.DataFrame:
     changed = load_runs(root)
     if changed.empty:
         raise ValueError(f"no complete run in {root}: run scripts/sensitivity_grid.sh")
-    baseline = load_runs(Path(baseline_root) if baseline_root else data_root())
+    baseline = load_runs(Path(baseline_root) if baseline_root else None)
     keys = [*RUN_KEYS, "steps"]
     baseline = baseline.merge(changed[keys].drop_duplicates(), on=keys)
     runs = pd.concat([baseline, changed], ignore_index=True)
@@ -554,8 +572,9 @@ def probe_by_task(probes: pd.DataFrame) -> pd.DataFrame:
 
 
 
-#: the five measures of the precursor comparison (claim C5), in the paper's order
-PRECURSOR_MEASURES = ("rankme", "grad_rank", "grad_cov_rank", "hessian_top", "llc")
+#: the five measures of the paper's precursor comparison (claim C5), in its order: RankMe, then the costly
+#: measures (the series compared within one run are :data:`geomcap.events.PRECURSOR_MEASURES`)
+C5_MEASURES = ("rankme", *measures.COSTLY_MEASURES)
 #: RankMe's transition measured from its collapse floor onward
 #: (:func:`geomcap.events.summarize_run`): does RankMe move again before behaviour does?
 RANKME_AFTER_FLOOR = "rankme_after_floor"
@@ -620,7 +639,7 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
-def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=PRECURSOR_MEASURES) -> pd.DataFrame:
+def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_MEASURES) -> pd.DataFrame:
     """Per measure and group, both readings of "precursor" over the acquired runs where the measure
     was recorded.
 
@@ -728,9 +747,8 @@ def events_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
 
 
 def _final_layer_series(metrics: pd.DataFrame, run: str, measure: str) -> pd.Series:
-    """One run's ``measure`` at its final layer, indexed by step."""
-    m = metrics[(metrics["run"] == run) & (metrics["measure"] == measure)]
-    m = m[m["layer"] == m["layer"].max()]
+    """One run's ``measure`` at its final layer (:func:`geomcap.events.final_layer_rows`), indexed by step."""
+    m = events.final_layer_rows(metrics[metrics["run"] == run], measure, by=None)
     return m.set_index("step")["value"].sort_index()
 
 
@@ -889,7 +907,7 @@ def claim_c3(summary: pd.DataFrame) -> dict:
     """C3: task x size pairs whose median top-down statistic (defined runs only) is negative."""
     share = paper.CLAIMS["C3"]["values"]["top_down"] / paper.CLAIMS["C3"]["values"]["pairs"]
     rule = (f"reproduced: >= {share:.1%} of the task x size pairs with a defined statistic are top-down "
-            f"(the paper's 28/32); partly: > {PARTLY:.0%}; not reproduced: <= {PARTLY:.0%}; not testable: no "
+            f"(the paper's {paper.CLAIMS['C3']['values']['top_down']}/{paper.CLAIMS['C3']['values']['pairs']}); partly: > {PARTLY:.0%}; not reproduced: <= {PARTLY:.0%}; not testable: no "
             f"pair with a run of >= {events.MIN_TOP_DOWN_LAYERS} informative layers")
     pairs = top_down_table(summary)
     decided = pairs["top_down"].dropna() if len(pairs) else pd.Series(dtype=bool)
@@ -937,7 +955,7 @@ def claim_c5(summary: pd.DataFrame) -> dict:
             f"{RATE_HIGH:.0%} and its timing predicts acquisition (bootstrap CI of rho above 0), LLC (if recorded) "
             f"leads in <= {RATE_LOW:.0%}; partly: RankMe leads acquisition in >= {RATE_HIGH:.0%} only; not "
             f"reproduced: otherwise; not testable: fewer than {MIN_RUNS} hard runs")
-    table = precursor_table(summary, by="difficulty", measures=[*PRECURSOR_MEASURES, RANKME_AFTER_FLOOR, *BASELINES])
+    table = precursor_table(summary, by="difficulty", measures=[*C5_MEASURES, RANKME_AFTER_FLOOR, *BASELINES])
     r = _readings(table, "rankme", "hard", "difficulty") if len(table) else None
     if r is None or r["runs"] < MIN_RUNS:
         n = 0 if r is None else r["runs"]
@@ -950,7 +968,7 @@ def claim_c5(summary: pd.DataFrame) -> dict:
     after = _readings(table, RANKME_AFTER_FLOOR, "hard", "difficulty")
     if after:
         text += f"; from its floor onward {after['precursor']}/{after['runs']}"
-    others = [m for m in (*PRECURSOR_MEASURES[1:], *BASELINES) if _readings(table, m, "hard", "difficulty")]
+    others = [m for m in (*C5_MEASURES[1:], *BASELINES) if _readings(table, m, "hard", "difficulty")]
     text += "".join(f"; {m} {_readings(table, m, 'hard', 'difficulty')['precursor']}/"
                     f"{_readings(table, m, 'hard', 'difficulty')['runs']}" for m in others)
     llc = _readings(table, "llc", "hard", "difficulty")
@@ -1019,41 +1037,36 @@ def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None
     return claim_row("C8", text, m, verdict, rule)
 
 
-def paper_vs_ours(rows, glue: bool = True) -> pd.DataFrame:
+def paper_vs_ours(rows) -> pd.DataFrame:
     """The rows of the ``claim_*`` functions as a table indexed by claim (statement, paper, ours, verdict,
-    rule).
-
-    With ``glue`` each row's text, headline number and verdict are also stored with myst-nb's ``glue``
-    under ``<claim>_ours``, ``<claim>_value`` and ``<claim>_verdict`` (e.g. ``C1_value``), so that the
-    book's prose quotes computed numbers; outside a notebook kernel that is a no-op.
-    """
-    rows = list(rows)
-    if glue:
-        from IPython import get_ipython
-
-        if get_ipython() is not None:
-            from myst_nb import glue as myst_glue
-
-            for row in rows:
-                myst_glue(f"{row['claim']}_ours", row["ours"], display=False)
-                myst_glue(f"{row['claim']}_value", row["value"], display=False)
-                myst_glue(f"{row['claim']}_verdict", row["verdict"], display=False)
-    table = pd.DataFrame(rows, columns=["claim", "statement", "paper", "ours", "value", "verdict", "rule"])
+    rule). The notebooks glue :func:`glue_values` of the same rows for the book's prose."""
+    table = pd.DataFrame(list(rows), columns=["claim", "statement", "paper", "ours", "value", "verdict", "rule"])
     return table.drop(columns="value").set_index("claim")
+
+
+def glue_values(rows) -> dict:
+    """What the book's prose quotes of the ``claim_*`` rows: ``<claim>_ours`` (text), ``<claim>_value``
+    (the headline number) and ``<claim>_verdict`` for each row (e.g. ``C1_value``); a notebook stores each
+    with myst-nb's ``glue``."""
+    values = {}
+    for row in rows:
+        values.update({f"{row['claim']}_ours": row["ours"], f"{row['claim']}_value": row["value"],
+                       f"{row['claim']}_verdict": row["verdict"]})
+    return values
 
 
 def verdict_table(rows) -> pd.DataFrame:
     """The verdict table the results page leads with: claim | paper | ours | verdict | rule."""
-    return paper_vs_ours(rows, glue=False)[["paper", "ours", "verdict", "rule"]]
+    return paper_vs_ours(rows)[["paper", "ours", "verdict", "rule"]]
 
 
-def claims_from_store(root="", small: str = "405k", large: str = "1.3m",
+def task_claims_from_store(root="", small: str = "405k", large: str = "1.3m",
                       pythia_summary: pd.DataFrame | None = None) -> list[dict]:
-    """Every algorithmic claim (C1-C6, C8) over all complete runs of a store ("" = the committed
+    """The claims on the algorithmic tasks (C1-C6, C8) over all complete runs of a store ("" = the committed
     data/runs), each as a :func:`claim_row` with its verdict: the book's results page. With
     ``pythia_summary`` (:func:`geomcap.pythia.gap_table`) C7 is included between C6 and C8;
     without it the caller adds C7 (:func:`geomcap.pythia.claim_from_store`)."""
-    runs = load_runs(Path(root) if root else data_root())
+    runs = load_runs(Path(root) if root else None)
     summary = summary_table(runs)
     centred = summary_table(runs, measure="rankme_centred")
     metrics = load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy", "rankme"])

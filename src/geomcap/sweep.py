@@ -29,7 +29,7 @@ from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (
 
 from geomcap import store
 from geomcap.tasks import LEVELS, TASKS
-from geomcap.train import TrainConfig
+from geomcap.train import TrainConfig, field_type
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,17 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     return results
 
 
+def train_missing(configs, stores, progress: bool = True, **kwargs) -> list[RunResult]:
+    """Train the configs that are complete in none of ``stores`` (run store roots) into the last of them,
+    with :func:`run_sweep` (``kwargs``: its options); returns their RunResults. A notebook's recompute cell
+    (stores: :func:`geomcap.results.section_stores`)."""
+    stores = [Path(s) for s in stores]
+    if not stores:
+        raise ValueError("stores is empty: give at least the run store to train into")
+    missing = [c for c in configs if not any(store.is_complete(store.run_dir_for(c.to_dict(), s)) for s in stores)]
+    return run_sweep(missing, root=stores[-1], progress=progress, **kwargs)
+
+
 def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
     """Worker initializer: end this worker once the sweep's process is gone. A parent killed with
     SIGKILL cannot tell its workers, which would otherwise wait for work forever (an interrupted run
@@ -228,8 +239,8 @@ def _steps_int(text: str) -> int:
 
 #: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper
 #: leaves unstated); the grid's own axes and the measures have their own options.
-SETTABLE_FIELDS = {"lr": float, "weight_decay": float, "beta1": float, "beta2": float, "warmup_steps": int,
-                   "min_lr_ratio": float, "grad_clip": float, "batch_size": int, "answer_order": str}
+SETTABLE_FIELDS = {name: field_type(name) for name in ("lr", "weight_decay", "beta1", "beta2", "warmup_steps",
+                                                        "min_lr_ratio", "grad_clip", "batch_size", "answer_order")}
 
 
 def parse_settings(items) -> dict:

@@ -50,7 +50,7 @@ At every checkpoint the run records (tidy rows ``step, layer, measure, value``):
   the final LayerNorm (layers 1..L-1 are pre-LayerNorm residuals, layer L is
   after it: these make the last block comparable with the others).
 
-With ``measures`` the costly training-dynamics measures run on a subset of the
+With ``measures`` the costly measures (of the training dynamics) run on a subset of the
 checkpoints (``thinned_steps(..., every=costly_every)``: powers of two over the
 dense part, then every ``costly_every``-th linear checkpoint, and the last), on a fixed batch of
 ``dynamics_size`` training examples: ``grad_rank``, ``grad_cov_rank``,
@@ -58,7 +58,10 @@ dense part, then every ``costly_every``-th linear checkpoint, and the last), on 
 ``hessian_residual`` (||Hv - lambda v|| / lambda, Lanczos's convergence) and
 ``hessian_matvecs`` (Hessian-vector products used; Lanczos starts from the
 previous checkpoint's eigenvector with ``hessian_warm_start``), and
-``llc_trace_drift`` (how much the SGLD chains still moved; > 0.2: not flat).
+``llc_trace_drift`` (how much the SGLD chains still moved; > 0.2: not flat). (config.json spells
+``hessian_top`` as ``hessian``, the name the first runs were hashed with.)
+
+Every measure, with where and when it is recorded, is listed once in :mod:`geomcap.measures`.
 """
 
 from __future__ import annotations
@@ -76,11 +79,16 @@ import torch
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
-from geomcap import events, geometry, probes, store, tasks
+from geomcap import events, geometry, measures, probes, store, tasks
 from geomcap.models import answer_logits, answer_loss, build, check_preset, count_parameters
 
-COSTLY_MEASURES = ("grad_rank", "grad_cov_rank", "hessian", "llc")
+COSTLY_MEASURES = measures.COSTLY_MEASURES
 WEIGHT_DECAY_BY_TASK = {"mod": 1.0}
+#: the step budget per level of the committed runs: the notebooks' ``steps`` parameter and the default of
+#: ``geomcap sweep --steps``
+DEFAULT_LEVEL_STEPS = {"easy": 2000, "medium": 4000, "hard": 3000}
+#: :data:`DEFAULT_LEVEL_STEPS` as text, as ``--steps`` and the notebooks' ``steps`` parameter write it
+DEFAULT_LEVEL_STEPS_TEXT = ",".join(f"{level}:{steps}" for level, steps in DEFAULT_LEVEL_STEPS.items())
 DEFAULT_WEIGHT_DECAY = 0.1
 
 
@@ -122,9 +130,7 @@ class TrainConfig:
         tasks.check_answer_order(self.task, self.answer_order)
         if isinstance(self.measures, str) or not all(isinstance(m, str) for m in self.measures):
             raise ValueError(f"measures must be a sequence of names, got {self.measures!r}")
-        unknown = [m for m in self.measures if m not in COSTLY_MEASURES]
-        if unknown:
-            raise ValueError(f"unknown measure {unknown[0]!r}; choose from: {', '.join(COSTLY_MEASURES)}")
+        object.__setattr__(self, "measures", tuple(measures.costly_option(m) for m in self.measures))
         for name, (kind, interval) in FIELD_RANGES.items():
             value = getattr(self, name)
             if not (value is None and name in ("weight_decay", "warmup_steps", "stop_margin")):  # None: see below
@@ -144,7 +150,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["measures"] = list(self.measures)
+        d["measures"] = [measures.CONFIG_SPELLING.get(m, m) for m in self.measures]  # the hashed spelling
         # fields added after the first committed runs enter the dict (and so the run's hash) only
         # when they differ from the value those runs used, so that those runs keep their names
         for name, value in legacy_values(self.task, self.level).items():
@@ -197,6 +203,18 @@ FIELD_RANGES = {
 }
 
 
+def field_type(name: str) -> type:
+    """The type of a :class:`TrainConfig` field's values: int or float for the numeric fields
+    (:data:`FIELD_RANGES`), else str, bool, tuple (``measures``) or dict (``task_params``), read from the
+    field's annotation. ValueError for a name that is no field."""
+    if name in FIELD_RANGES:
+        return FIELD_RANGES[name][0]
+    annotations = {f.name: f.type for f in fields(TrainConfig)}
+    if name not in annotations:
+        raise ValueError(f"{name!r} is not a TrainConfig field; fields: {', '.join(annotations)}")
+    return {"str": str, "bool": bool, "tuple[str, ...]": tuple, "dict | None": dict}[annotations[name]]
+
+
 def check_field(name: str, value, kind: type, interval: str):
     """``value`` as ``kind`` (int or float) if it is a finite number in ``interval``, else ValueError.
 
@@ -245,6 +263,19 @@ def thinned_steps(schedule: np.ndarray, dense: int, every: int) -> set[int]:
     early = {0} | {2**k for k in range(int(math.log2(dense)) + 1)}
     return ({int(s) for s in schedule if s in early} | set(schedule[schedule > dense][::every].tolist())
             | {int(schedule[-1])})
+
+
+def recorded_at(when: str, schedule, cfg: "TrainConfig") -> set[int]:
+    """The checkpoints of ``schedule`` at which the measures recorded ``when`` are taken
+    (:data:`geomcap.measures.RECORDED`): every one, or a :func:`thinned_steps` subset (training-set
+    evaluation: ``every=1``; RankMe variants: ``every=2``, 1 with ``dense_steps = 0``; costly measures:
+    ``every=costly_every``)."""
+    if when == "every":
+        return {int(s) for s in schedule}
+    every = {"train_eval": 1, "variants": 2 if cfg.dense_steps else 1, "costly": cfg.costly_every}.get(when)
+    if every is None:
+        raise ValueError(f"when must be one of {', '.join(measures.RECORDED)}, got {when!r}")
+    return thinned_steps(schedule, cfg.dense_steps, every)
 
 
 def stop_step(acquisition: int, cfg: "TrainConfig") -> int | None:
@@ -438,38 +469,57 @@ def _cross_entropy(logits, answers) -> float:
 
 
 def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig, carry: dict | None = None) -> list:
-    """Training-dynamics measures on a fixed batch of training examples -> rows (layer, measure, value).
+    """The costly measures ``cfg.measures`` requests, on a fixed batch of training examples -> rows
+    (layer, measure, value): each option's rows (:func:`geomcap.measures.recorded_by`), in the order of
+    :data:`COSTLY_RECORDERS`.
 
     ``carry`` holds what one checkpoint hands the next (the Hessian's top eigenvector under
     ``hessian_warm_start``); it is updated in place.
     """
-    from geomcap import dynamics  # imported lazily: devinterp is heavy and optional for quick runs
-
     n = min(cfg.dynamics_size, data.n_train)
     prompts, answers = data.train_prompts[:n], data.train_answers[:n]
     model = model.float().cpu()
     model.eval()
+    carry = {} if carry is None else carry
     rows = []
-    if "grad_rank" in cfg.measures or "grad_cov_rank" in cfg.measures:
-        G = dynamics.per_example_gradients(model, prompts, answers)
-        if "grad_rank" in cfg.measures:
-            rows.append((-1, "grad_rank", dynamics.gradient_effective_rank(G)))
-        if "grad_cov_rank" in cfg.measures:
-            rows.append((-1, "grad_cov_rank", dynamics.gradient_covariance_rank(G)))
-        del G
-    if "hessian" in cfg.measures and not cfg.hessian_warm_start:  # the first grid's rule
-        rows.append((-1, "hessian_top", float(dynamics.hessian_top_eigenvalues(model, prompts, answers, k=1, seed=cfg.seed)[0])))
-    elif "hessian" in cfg.measures:
-        carry = {} if carry is None else carry
-        top = dynamics.hessian_top_eigenpair(model, prompts, answers, v0=carry.get("hessian_vector"), seed=cfg.seed)
-        carry["hessian_vector"] = top["vector"]
-        rows += [(-1, "hessian_top", top["value"]), (-1, "hessian_residual", top["residual"]),
-                 (-1, "hessian_matvecs", float(top["matvecs"]))]
-    if "llc" in cfg.measures:
-        result = dynamics.local_learning_coefficient(model, prompts, answers, seed=cfg.seed)
-        rows.append((-1, "llc", result["llc_post_burnin"]))
-        rows.append((-1, "llc_trace_drift", result["trace_drift"]))
+    for options, record in COSTLY_RECORDERS:
+        wanted = [o for o in options if o in cfg.measures]
+        if wanted:
+            rows += record(model, prompts, answers, cfg, carry, wanted)
     return rows
+
+
+def _gradient_rows(model, prompts, answers, cfg, carry, wanted) -> list:
+    from geomcap import dynamics  # imported lazily: devinterp is heavy and optional for quick runs
+
+    G = dynamics.per_example_gradients(model, prompts, answers)  # once for both ranks
+    rank = {"grad_rank": dynamics.gradient_effective_rank, "grad_cov_rank": dynamics.gradient_covariance_rank}
+    return [(-1, name, rank[name](G)) for name in wanted]
+
+
+def _hessian_rows(model, prompts, answers, cfg, carry, wanted) -> list:
+    from geomcap import dynamics
+
+    if not cfg.hessian_warm_start:  # the first grid's rule: the eigenvalue alone, from a random start
+        return [(-1, "hessian_top", float(dynamics.hessian_top_eigenvalues(model, prompts, answers, k=1,
+                                                                          seed=cfg.seed)[0]))]
+    top = dynamics.hessian_top_eigenpair(model, prompts, answers, v0=carry.get("hessian_vector"), seed=cfg.seed)
+    carry["hessian_vector"] = top["vector"]
+    return [(-1, "hessian_top", top["value"]), (-1, "hessian_residual", top["residual"]),
+            (-1, "hessian_matvecs", float(top["matvecs"]))]
+
+
+def _llc_rows(model, prompts, answers, cfg, carry, wanted) -> list:
+    from geomcap import dynamics
+
+    result = dynamics.local_learning_coefficient(model, prompts, answers, seed=cfg.seed)
+    return [(-1, "llc", result["llc_post_burnin"]), (-1, "llc_trace_drift", result["trace_drift"])]
+
+
+#: the costly options (:data:`geomcap.measures.COSTLY_MEASURES`) and the function that records them, in the
+#: order of their rows: ``record(model, prompts, answers, cfg, carry, options requested) -> rows``
+COSTLY_RECORDERS = ((("grad_rank", "grad_cov_rank"), _gradient_rows), (("hessian_top",), _hessian_rows),
+                    (("llc",), _llc_rows))
 
 
 def _prepare_run_dir(cfg: TrainConfig, out) -> Path:
@@ -566,9 +616,9 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
     batch_gen = torch.Generator().manual_seed(cfg.seed)
     schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
-    costly_at = thinned_steps(schedule, cfg.dense_steps, cfg.costly_every) if cfg.measures else set()
-    variants_at = thinned_steps(schedule, cfg.dense_steps, 2 if cfg.dense_steps else 1)
-    train_eval_at = thinned_steps(schedule, cfg.dense_steps, 1)
+    at = {when: recorded_at(when, schedule, cfg) for when in measures.RECORDED}  # checkpoints of each kind
+    if not cfg.measures:
+        at["costly"] = set()
 
     rows: list = []
     carry: dict = {}  # what the costly measures hand from one checkpoint to the next
@@ -603,10 +653,10 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
 
     def checkpoint(step):
         t0 = time.perf_counter()
-        step_rows, geo_s = evaluate(model, data, cfg, dev, variants=step in variants_at,
-                                    train_eval=step in train_eval_at)
+        step_rows, geo_s = evaluate(model, data, cfg, dev, variants=step in at["variants"],
+                                    train_eval=step in at["train_eval"])
         t1 = time.perf_counter()
-        if step in costly_at:
+        if step in at["costly"]:
             step_rows += costly_measures(model, data, cfg, carry)
             model.to(dev)
         timers["eval_s"] += t1 - t0
