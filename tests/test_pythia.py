@@ -360,7 +360,7 @@ def test_summary_gap_matches_the_events_code():
 
 
 def test_claim_from_the_committed_standin_says_it_is_not_pythia():
-    row = pythia.claim_from_store()
+    row = pythia.c7_claim_from_store()
     assert row["claim"] == "C7" and "NOT Pythia" in row["ours"]
     assert "logical_deduction" in row["ours"]
 

@@ -93,6 +93,19 @@ def test_timing_concordance_counts_pairs():
     assert (row["pairs"], row["tied"]) == (1, 1) and pd.isna(row["rate"])
 
 
+def test_pairing_presets_refuses_two_settings_of_one_task_and_level():
+    import pandas as pd
+    # mod/hard seed 0 at 405k twice (two task_params): which one pairs with 1.3m is ambiguous
+    summary = pd.DataFrame({"run": ["p47", "p97", "big"], "task": "mod", "level": "hard", "seed": 0,
+                            "steps": 100, "size": ["405k", "405k", "1.3m"], "rankme_transition_step": [10, 20, 30]})
+    with pytest.raises(ValueError, match="runs p47, p97 share task, level, seed, steps at preset 405k"):
+        results.timing_concordance(summary, "405k", "1.3m")
+    with pytest.raises(ValueError, match="p47, p97"):
+        results.proxy_pairs(summary, "405k", "1.3m")
+    one = summary[summary["run"] != "p47"]
+    assert list(results.proxy_pairs(one, "405k", "1.3m")[["run_small", "run_large"]].iloc[0]) == ["p97", "big"]
+
+
 def test_paper_vs_ours_rows(store_root):
     runs = results.load_runs(store_root)
     summary = results.summary_table(runs)

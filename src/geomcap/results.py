@@ -752,10 +752,24 @@ def _final_layer_series(metrics: pd.DataFrame, run: str, measure: str) -> pd.Ser
     return m.set_index("step")["value"].sort_index()
 
 
+def check_one_run_per_key(table: pd.DataFrame, keys: list) -> None:
+    """Raise a ValueError naming the runs when two rows of ``table`` (runs, or a summary) of one
+    preset share ``keys``: pairing presets by those keys would then be ambiguous (a store that
+    holds two settings of one task and level, e.g. two ``task_params``; select one first)."""
+    duplicated = table[table.duplicated(["size", *keys], keep=False)]
+    if len(duplicated):
+        first = duplicated.iloc[0]
+        same = duplicated[(duplicated[["size", *keys]] == first[["size", *keys]]).all(axis=1)]
+        raise ValueError(f"runs {', '.join(map(str, same['run']))} share {', '.join(keys)} at preset {first['size']} "
+                         f"({', '.join(f'{k}={first[k]}' for k in keys)}): select one setting per task and level "
+                         "before pairing presets")
+
+
 def proxy_pairs(runs: pd.DataFrame, small: str, large: str) -> pd.DataFrame:
     """Runs of the same task, level, seed and step count at both presets: one row per pair,
     with columns task, level, seed, steps, run_small, run_large."""
     keys = ["task", "level", "seed", "steps"]
+    check_one_run_per_key(runs[runs["size"].isin([small, large])], keys)
     a = runs[runs["size"] == small][keys + ["run"]].rename(columns={"run": "run_small"})
     b = runs[runs["size"] == large][keys + ["run"]].rename(columns={"run": "run_large"})
     return a.merge(b, on=keys).sort_values(keys).reset_index(drop=True)
@@ -800,6 +814,7 @@ def timing_concordance(summary: pd.DataFrame, small: str, large: str,
     from itertools import combinations
 
     keys = ["task", by, "seed", "steps"]
+    check_one_run_per_key(summary[summary["size"].isin([small, large])], keys)
     t_small = summary[summary["size"] == small].set_index(keys)[timing]
     t_large = summary[summary["size"] == large].set_index(keys)[timing]
     both = pd.concat({"small": t_small, "large": t_large}, axis=1, join="inner")
@@ -1065,7 +1080,7 @@ def task_claims_from_store(root="", small: str = "405k", large: str = "1.3m",
     """The claims on the algorithmic tasks (C1-C6, C8) over all complete runs of a store ("" = the committed
     data/runs), each as a :func:`claim_row` with its verdict: the book's results page. With
     ``pythia_summary`` (:func:`geomcap.pythia.gap_table`) C7 is included between C6 and C8;
-    without it the caller adds C7 (:func:`geomcap.pythia.claim_from_store`)."""
+    without it the caller adds C7 (:func:`geomcap.pythia.c7_claim_from_store`)."""
     runs = load_runs(Path(root) if root else None)
     summary = summary_table(runs)
     centred = summary_table(runs, measure="rankme_centred")

@@ -62,7 +62,7 @@ from geomcap.pythia.runs import MEASURES, SCORING, check_benchmarks, committed_r
 from geomcap.pythia.scoring import Scores, accuracy, benchmark_rows, encode_items, fitting_items, score_items
 from geomcap.pythia.standin import (STANDIN_BUILD_KEYS, build_standin, standin_corpus, standin_steps,
                                     train_tokenizer)
-from geomcap.pythia.tables import (CPU_FORWARD_SECONDS, check_layers, check_section, claim_c7, claim_from_store,
+from geomcap.pythia.tables import (CPU_FORWARD_SECONDS, check_layers, check_section, claim_c7, c7_claim_from_store,
                                    cost_estimate, describe, gap_table, load_benchmark_runs, model_runs,
                                    section_root, select_metrics, timing_table)
 
@@ -80,7 +80,7 @@ __all__ = [
     # the offline stand-in
     "build_standin", "standin_corpus", "standin_steps", "train_tokenizer",
     # analysis: reads the store only
-    "load_benchmark_runs", "check_layers", "gap_table", "claim_c7", "claim_from_store", "section_root",
+    "load_benchmark_runs", "check_layers", "gap_table", "claim_c7", "c7_claim_from_store", "section_root",
     "check_section", "model_runs", "select_metrics", "timing_table", "describe", "CPU_FORWARD_SECONDS",
     "cost_estimate",
 ]

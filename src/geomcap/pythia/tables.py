@@ -129,7 +129,7 @@ def claim_c7(table: pd.DataFrame) -> dict:
     return results.claim_row("C7", " ".join(parts), value, judged["verdict"], judged["rule"])
 
 
-def claim_from_store(model: str = "standin", root="") -> dict:
+def c7_claim_from_store(model: str = "standin", root="") -> dict:
     """The C7 row (:func:`claim_c7`) from the stored metrics of ``model`` at every stored revision,
     final layer (root "" as in :func:`section_root`): the book's results page. Reads only."""
     runs = model_runs(model, "all", root)
