@@ -56,7 +56,7 @@ def standin_corpus(seed: int = 0, templates: int = 400, max_chars: int | None = 
 
 
 def train_tokenizer(docs: list[str], vocab_size: int):
-    """A byte-level BPE tokenizer like Pythia's: <|endoftext|> = 0, <|padding|> = 1, no prefix space."""
+    """A byte-level BPE tokenizer like Pythia's: ``<|endoftext|>`` = 0, ``<|padding|>`` = 1, no prefix space."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

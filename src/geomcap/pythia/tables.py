@@ -251,7 +251,7 @@ def cost_estimate(benchmarks="all", chars_per_token: float = 4.0, benchmark_dir=
     Tokens: one sequence per (item, choice), ``1 + len(context + choice) / chars_per_token``
     (Pythia's BPE averages ~4 characters per token on English; its tokenizer is not available
     offline, so this is an estimate). Seconds: tokens x the measured cost per token of a 64 x 32
-    forward pass (:data:`CPU_FORWARD_SECONDS`); longer sequences add attention cost, so these are
+    forward pass (``CPU_FORWARD_SECONDS``); longer sequences add attention cost, so these are
     lower bounds, and loading a revision (0.3 GB for 160m, 5.6 GB for 2.8b in fp16) is extra.
     """
     rows = []
