@@ -64,6 +64,26 @@ def test_submitit_debug_executor(tmp_path):
     assert store.is_complete(results[0].run_dir)
 
 
+def test_dask_local_cluster_as_the_readme_shows(tmp_path):
+    """The README offers a dask cluster to users who outgrow one machine: a real
+    dask.distributed LocalCluster (worker processes), its Client as the executor."""
+    from dask.distributed import Client, LocalCluster
+
+    configs = grid(tasks=["copy"], levels=["easy"], seeds=[0, 1], steps=5, **TINY)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        results = run_sweep(configs, root=tmp_path, executor=client, progress=False)
+        assert all(r.ok for r in results), [r.error for r in results]
+        workers = set(client.run(os.getpid).values())  # the worker processes' pids
+    assert len(workers) == 2 and os.getpid() not in workers
+    assert all(store.is_complete(r.run_dir) for r in results) and len({r.run_dir for r in results}) == 2
+    # a second sweep on the cluster reuses both runs
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        again = run_sweep(configs, root=tmp_path, executor=client, progress=False)
+    assert [r.seconds for r in again] == [0.0, 0.0]
+
+
 def _lock_pid(root):
     """The pid in the lock file of the first run being written under root (None while there is none)."""
     for lock in root.glob(f"*/{store.LOCK_FILE}"):
