@@ -65,7 +65,7 @@ def test_throughput_tiny():
     assert set(row["models"]) == {"geomcap", "peer"}
     assert row["peer_parameters"] == row["parameters"]
     g, p = row["models"]["geomcap"], row["models"]["peer"]
-    assert g["tokens_per_s"] == pytest.approx(out["tokens_per_step"] / (g["ms_per_step"] / 1000))
+    assert out["tokens_per_step"] == 8 * out["seq_len"]  # batch 8: every position of every sequence
     assert len(row["peer_ratio_rounds"]) == 2 and row["peer_ratio"] > 0
     assert 0 < g["peak_fraction"] and row["data_share"] >= 0
 
@@ -100,8 +100,7 @@ def test_geometry_cost_tiny():
     sched = row["schedules"][0]
     assert row["layers"] == 3 and 0 < row["geometry_s"] <= row["eval_s"]
     assert sched["checkpoints"] == len(checkpoint_steps(100))
-    assert sched["geometry_share"] == pytest.approx(
-        sched["checkpoints"] * row["geometry_s"] / (100 * row["ms_per_step"] / 1000))
+    assert 0 < sched["geometry_share"] <= sched["eval_share"]  # the geometry is part of the evaluation
 
 
 def test_costly_cost_tiny():
@@ -145,7 +144,12 @@ def test_targets_and_projection():
     rows = {r["preset"]: r for r in proj["presets"]}
     assert rows["405k"]["source"] == "measured" and rows["151m"]["source"].startswith("extrapolated")
     assert rows["405k"]["steps"] == 8 * 9000 and rows["405k"]["runs"] == 24
-    assert rows["405k"]["hours"] == pytest.approx(72000 * 0.1 * 1.1 / 3600)
+    # a step twice as slow takes twice the hours; the total is the presets' sum
+    slower = _fake_result()
+    slower["throughput"]["presets"][0]["models"]["geomcap"]["ms_per_step"] = 200.0
+    slow_rows = {r["preset"]: r for r in bench.project_grid(slower)["presets"]}
+    assert slow_rows["405k"]["hours"] == pytest.approx(2 * rows["405k"]["hours"])
+    assert slow_rows["1.3m"]["hours"] == pytest.approx(rows["1.3m"]["hours"])
     assert proj["total_hours"] == pytest.approx(sum(r["hours"] for r in rows.values()))
     assert rows["151m"]["ms_per_step"] > rows["48m"]["ms_per_step"] > rows["1.3m"]["ms_per_step"]
     table = bench.figures_table(result)
