@@ -156,7 +156,7 @@ class TrainConfig:
         for name, value in legacy_values(self.task, self.level).items():
             if d[name] == value:
                 del d[name]
-        if "hessian" not in self.measures:  # the Hessian's start vector changes nothing then
+        if "hessian" not in d["measures"]:  # the Hessian's start vector changes nothing then
             d.pop("hessian_warm_start", None)
         return d
 
