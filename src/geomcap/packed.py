@@ -63,7 +63,7 @@ from geomcap import store, tasks
 from geomcap.models import ModelConfig, answer_inputs, build, count_parameters
 from geomcap.train import (TrainConfig, _prepare_run_dir, _progress_summary, autocast, check_writable,
                            checkpoint_steps, costly_measures, evaluate, learning_rate, make_optimizer,
-                           resolve_device, stop_due, thinned_steps, write_status)
+                           recorded_at, resolve_device, stop_due, write_status)
 
 ADAM_EPS = 1e-8  # torch.optim.AdamW's default, which train.train uses
 #: the config fields every run of a pack must share (one step loop, one checkpoint schedule)
@@ -387,10 +387,9 @@ def _train_runs(runs: list, dev, progress: bool, keep_state: bool, save_state: b
     """The body of :func:`train_packed`: train the opened (and locked) runs to their end."""
     cfg0 = runs[0].cfg
     schedule = checkpoint_steps(cfg0.steps, cfg0.n_log_checkpoints, cfg0.n_linear_checkpoints, cfg0.dense_steps)
-    variants_at = thinned_steps(schedule, cfg0.dense_steps, 2 if cfg0.dense_steps else 1)
-    train_eval_at = thinned_steps(schedule, cfg0.dense_steps, 1)
-    costly_at = {id(r): thinned_steps(schedule, r.cfg.dense_steps, r.cfg.costly_every) if r.cfg.measures else set()
-                 for r in runs}
+    variants_at = recorded_at("variants", schedule, cfg0)
+    train_eval_at = recorded_at("train_eval", schedule, cfg0)
+    costly_at = {id(r): recorded_at("costly", schedule, r.cfg) if r.cfg.measures else set() for r in runs}
     chance = {id(r): tasks.chance_accuracy(r.data.test_answers) for r in runs}
 
     bar = tqdm(total=int(schedule[-1]), initial=min(r.step for r in runs), disable=not progress,
