@@ -1,4 +1,10 @@
-"""Papermill runs of the section notebooks: a bad parameter fails with one clear message naming it."""
+"""The section notebooks' parameters: a bad one fails with one clear message naming it.
+
+The bad-parameter cases run in one IPython shell (tests/run_notebook_cells.py: papermill's own
+parameterisation, then the cells in order until the first error); a few cases run through
+papermill's command end to end, to check what a reader of its output sees.
+"""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -6,9 +12,9 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+RUNNER = Path(__file__).resolve().parent / "run_notebook_cells.py"
 
-
-@pytest.mark.parametrize("notebook, parameter, value, fragment", [
+BAD_PARAMETERS = [
     ("01_collapse.ipynb", "tasks", "nope", "parameter tasks: unknown value 'nope'"),
     ("01_collapse.ipynb", "sizes", "7b", "parameter sizes: unknown value '7b'"),
     ("01_collapse.ipynb", "seeds", "-1", "parameter seeds: -1 is not a non-negative integer"),
@@ -31,8 +37,50 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
     ("04_precursors.ipynb", "fraction", "abc", "parameter fraction: must be in (0, 1], got 'abc'"),
     ("07_proxy.ipynb", "large", "999m", "parameter large: unknown preset '999m'"),
     ("06_pythia.ipynb", "delete_downloads", "yes", "parameter delete_downloads: must be True or False"),
-])
-def test_bad_parameter_fails_clearly(tmp_path, notebook, parameter, value, fragment):
+]
+
+
+@pytest.fixture(scope="module")
+def first_errors(tmp_path_factory):
+    """(notebook, parameter, value) -> the first error of that notebook run with that one parameter."""
+    folder = tmp_path_factory.mktemp("cells")
+    cases = [[str(NOTEBOOKS / notebook), {parameter: value}] for notebook, parameter, value, _ in BAD_PARAMETERS]
+    (folder / "cases.json").write_text(json.dumps(cases))
+    result = subprocess.run([sys.executable, str(RUNNER), str(folder / "cases.json"), str(folder / "errors.json")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    errors = json.loads((folder / "errors.json").read_text())
+    return {tuple(case[:3]): error for case, error in zip(BAD_PARAMETERS, errors)}
+
+
+@pytest.mark.parametrize("notebook, parameter, value, fragment", BAD_PARAMETERS)
+def test_bad_parameter_fails_clearly(first_errors, notebook, parameter, value, fragment):
+    error = first_errors[notebook, parameter, value]
+    assert error is not None, "the notebook ran to its end"
+    assert fragment in error["message"], error
+    assert error["type"] == "ParameterError" and error["one_line"], error  # shown as one line, no traceback
+
+
+def test_the_cell_runner_reports_a_notebook_that_runs(tmp_path):
+    """The runner's 'no error' is real: a notebook whose cells all run reports null, one that fails
+    reports its error (so a bad-parameter case cannot pass on a notebook that never ran)."""
+    import nbformat
+
+    cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+             nbformat.v4.new_code_cell("assert x == 1, 'x was %r' % x")]
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=kernel), tmp_path / "tiny.ipynb")
+    cases = [[str(tmp_path / "tiny.ipynb"), {}], [str(tmp_path / "tiny.ipynb"), {"x": "2"}]]
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    subprocess.run([sys.executable, str(RUNNER), str(tmp_path / "cases.json"), str(tmp_path / "out.json")],
+                   check=True, capture_output=True)
+    ran, failed = json.loads((tmp_path / "out.json").read_text())
+    assert ran is None
+    assert failed == {"type": "AssertionError", "message": "x was 2", "one_line": False}
+
+
+@pytest.mark.parametrize("notebook, parameter, value, fragment", [BAD_PARAMETERS[0], BAD_PARAMETERS[15]])
+def test_bad_parameter_through_papermill(tmp_path, notebook, parameter, value, fragment):
     result = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook),
                              str(tmp_path / "out.ipynb"), "-p", parameter, value, "--cwd", str(NOTEBOOKS)],
                             capture_output=True, text=True)
