@@ -227,7 +227,7 @@ def test_committed_runs_keep_their_names():
 KILL_SCRIPT = """
 import sys
 from geomcap.train import TrainConfig, train
-cfg = TrainConfig(task="add", level="easy", steps=int(sys.argv[2]), n_linear_checkpoints=30,
+cfg = TrainConfig(task="add", level="easy", steps=int(sys.argv[2]), n_linear_checkpoints=12,
                   n_log_checkpoints=10, dense_steps=8, n_train=2000, n_test=128, probe_size=128,
                   train_eval_size=128, batch_size=32)
 train(cfg, out=sys.argv[1], progress=False)
@@ -235,12 +235,12 @@ train(cfg, out=sys.argv[1], progress=False)
 
 
 def test_kill_minus_9_then_resume_gives_the_same_metrics(tmp_path):
-    steps = "400"
+    steps = "120"  # 24 checkpoints, 530 metric rows
     reference = tmp_path / "reference"
     subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(reference), steps], check=True)
 
     run = tmp_path / "killed"
-    for wait_for_rows in (60, 400):  # kill twice, at different points
+    for wait_for_rows in (60, 300):  # kill twice, at different points
         proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(run), steps])
         # wait for the rows however long it takes (no wall-clock limit: a busy machine is slow, not wrong)
         while proc.poll() is None:
