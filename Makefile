@@ -29,7 +29,7 @@ test: setup browser
 # The main job: execute the notebooks at their defaults (cached: an unchanged notebook is not
 # re-executed) and build the HTML book into _build/html, Sphinx warnings as errors. The cache keys
 # on a notebook's code only, so it is dropped when the committed data or the library change.
-BOOK_INPUTS = $$( { find data -type f -printf '%p %s\n' | sort; cat src/geomcap/*.py; } | sha1sum)
+BOOK_INPUTS = $$( { find data -type f -printf '%p %s\n' | sort; find src/geomcap -name '*.py' | sort | xargs cat; } | sha1sum)
 book: setup
 	@mkdir -p _build; if [ "$(BOOK_INPUTS)" != "$$(cat _build/.book-inputs 2>/dev/null)" ]; then \
 	  rm -rf _build/.jupyter_cache _build/.doctrees; fi
