@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The CPU-scale re-run under the stated protocol (dense checkpoints, redefined levels, depth
-# variants, early stop after acquisition), committed under data/runs-v2 (see data/README.md).
+# variants, early stop after acquisition), committed under data/runs (see data/README.md).
 # Resumable: rerun the same script and finished runs are reused, interrupted ones resume from
 # their last checkpoint. Two worker processes with one thread each (one per core).
-#   ROOT          run store (default data/runs-v2)
+#   ROOT          run store (default data/runs)
 #   STAGES        which stages to run, e.g. "1 2" (default: all, in order)
 #   COSTLY_TASKS  tasks whose hard level gets the costly measures in stage 6 (default add,mod,mul)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GEOMCAP=${GEOMCAP:-.venv/bin/geomcap}
-ROOT=${ROOT:-data/runs-v2}
+ROOT=${ROOT:-data/runs}
 STAGES=${STAGES:-1 2 3 4 5 6}
 COSTLY_TASKS=${COSTLY_TASKS:-add,mod,mul}
 STEPS="easy=2000,medium=4000,hard=8000"

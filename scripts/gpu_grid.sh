@@ -35,7 +35,7 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 COMMON=(--pack "$PACK" --processes "$PROCESSES" "${ARGS[@]}")
 
 if [ "$DRY" = 1 ]; then
-  exec "$PYTHON" -m geomcap.gpu_grid plan "${COMMON[@]}" --costs data/gpu/cpu_costs.json --stops data/runs-v2 \
+  exec "$PYTHON" -m geomcap.gpu_grid plan "${COMMON[@]}" --costs data/gpu/cpu_costs.json --stops data/runs \
        --mfu "${MFU:-0.3}" --launch-us "${LAUNCH_US:-6}"
 fi
 

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geomcap import paper, results
+from geomcap import paper, results, store
 from geomcap.sweep import grid, run_sweep
 
 TINY = dict(n_linear_checkpoints=4, n_log_checkpoints=4, n_train=500, n_test=64, probe_size=64,
@@ -353,11 +353,22 @@ def test_recompute_writes_to_the_user_store_not_the_committed_data(tmp_path, mon
     assert store.user_root() == tmp_path / "cache" / "geomcap" / "runs"
 
 
-def test_section_grid_default_budget_is_the_committed_runs_budget():
+def test_section_grid_default_configs_are_the_committed_runs():
+    """A notebook's recompute cell trains what section_grid makes; at the default budget those are the
+    committed runs themselves (same hash, so recompute reuses them instead of training them again)."""
+    import json
+
     from geomcap.train import DEFAULT_LEVEL_STEPS
 
-    configs = results.section_grid(tasks="add", levels="all", sizes="405k", seeds=[0])
-    assert {c.level: c.steps for c in configs} == DEFAULT_LEVEL_STEPS == {"easy": 2000, "medium": 4000, "hard": 3000}
+    assert DEFAULT_LEVEL_STEPS == {"easy": 2000, "medium": 4000, "hard": 8000}
+    committed = store.committed_data("runs")
+    runs = results.load_runs(committed)
+    configs = results.section_grid(tasks="all", levels="all", sizes=sorted(runs["size"].unique()),
+                                   seeds=sorted(int(s) for s in runs["seed"].unique()))
+    made = {store.config_hash(c.to_dict()) for c in configs}
+    default_measures = [r.run for r in runs.itertuples()
+                        if not json.loads((committed / r.run / "config.json").read_text()).get("measures")]
+    assert default_measures and set(default_measures) <= made
 
 
 def test_book_table_shows_whole_numbers_and_missing_values_plainly():

@@ -184,7 +184,7 @@ def test_re_run_runs_keep_their_names_across_the_hessian_start_field():
     measure the field changes nothing, so it stays out of the hash; with it, it names the run."""
     import json
 
-    root = store.committed_data("runs-v2")
+    root = store.committed_data("runs")
     run_dirs = sorted(d for d in root.iterdir() if (d / "config.json").exists())
     assert run_dirs, "no committed re-run run to check"
     for run_dir in run_dirs:

@@ -340,7 +340,7 @@ def main(argv=None) -> int:
     plan_p.add_argument("--launch-us", type=float, default=6.0)
     plan_p.add_argument("--decomposition-ms", type=float, default=3.0)
     plan_p.add_argument("--stops", default=None, help="a run store whose 405k runs give each task and level's "
-                        "expected early stop (e.g. data/runs-v2); without it, no early stop")
+                        "expected early stop (e.g. data/runs); without it, no early stop")
     run_p = sub._name_parser_map["run"]
     run_p.add_argument("--root", required=True)
     run_p.add_argument("--part", type=int, required=True)

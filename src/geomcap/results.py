@@ -243,12 +243,12 @@ RANKME_VARIANTS = measures.RANKME_VARIANTS
 
 def _section_selection(tasks, levels, sizes, seeds) -> tuple[list, list, list, list | str]:
     """A notebook's tasks, levels, sizes and seeds, validated (ParameterError naming the parameter)."""
-    from geomcap.models import PRESETS
+    from geomcap.models import ALL_PRESETS
     from geomcap.tasks import TASKS
 
     tasks = check_choices("tasks", tasks, TASKS)
     levels = check_choices("levels", levels, LEVELS)
-    sizes = check_choices("sizes", sizes, tuple(PRESETS))
+    sizes = check_choices("sizes", sizes, tuple(ALL_PRESETS))
     if isinstance(seeds, str) and seeds != "all":
         raise ParameterError(f"parameter seeds: expected an int, a list of ints or 'all', got {seeds!r}")
     if not isinstance(seeds, str):
@@ -264,7 +264,7 @@ def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=N
     cell trains with :func:`geomcap.sweep.train_missing`).
 
     tasks, levels, sizes, seeds as in :func:`section_runs`, seeds explicit; ``steps``: an int, or per level
-    as ``"easy:2000,medium:4000,hard:3000"`` (None: :data:`geomcap.train.DEFAULT_LEVEL_STEPS_TEXT`). Bad values
+    as ``"easy:2000,medium:4000,hard:8000"`` (None: :data:`geomcap.train.DEFAULT_LEVEL_STEPS_TEXT`). Bad values
     raise ValueError naming the parameter, before anything is trained.
     """
     from geomcap.sweep import grid, parse_steps
@@ -375,13 +375,14 @@ def training_setting(run) -> str:
 
 def setting_runs(root, baseline_root="") -> pd.DataFrame:
     """The runs of a sensitivity store (``root``, e.g. data/sensitivity) together with their
-    baselines: the runs of ``baseline_root`` ("" = the committed data/runs, all at the default
-    settings) with the same task, level, size, seed and steps. A ``setting`` column says which
-    settings each run changed from the defaults (:func:`training_setting`)."""
+    baselines: the runs of ``baseline_root`` ("" = the committed first grid, data/runs-v1, made under
+    the protocol and levels of the committed sensitivity runs, all at the default settings) with the
+    same task, level, size, seed and steps. A ``setting`` column says which settings each run changed
+    from the defaults (:func:`training_setting`)."""
     changed = load_runs(root)
     if changed.empty:
         raise ValueError(f"no complete run in {root}: run scripts/sensitivity_grid.sh")
-    baseline = load_runs(Path(baseline_root) if baseline_root else None)
+    baseline = load_runs(Path(baseline_root) if baseline_root else store.committed_data("runs-v1"))
     keys = [*RUN_KEYS, "steps"]
     baseline = baseline.merge(changed[keys].drop_duplicates(), on=keys)
     runs = pd.concat([baseline, changed], ignore_index=True)

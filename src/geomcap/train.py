@@ -86,7 +86,7 @@ COSTLY_MEASURES = measures.COSTLY_MEASURES
 WEIGHT_DECAY_BY_TASK = {"mod": 1.0}
 #: the step budget per level of the committed runs: the notebooks' ``steps`` parameter and the default of
 #: ``geomcap sweep --steps``
-DEFAULT_LEVEL_STEPS = {"easy": 2000, "medium": 4000, "hard": 3000}
+DEFAULT_LEVEL_STEPS = {"easy": 2000, "medium": 4000, "hard": 8000}
 #: :data:`DEFAULT_LEVEL_STEPS` as text, as ``--steps`` and the notebooks' ``steps`` parameter write it
 DEFAULT_LEVEL_STEPS_TEXT = ",".join(f"{level}:{steps}" for level, steps in DEFAULT_LEVEL_STEPS.items())
 DEFAULT_WEIGHT_DECAY = 0.1
