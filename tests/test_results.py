@@ -407,3 +407,32 @@ def test_every_notebooks_steps_parameter_defaults_to_the_committed_budget():
             found[path.name] = values["steps"]
     assert len(found) == 6, found
     assert set(found.values()) == {DEFAULT_LEVEL_STEPS_TEXT}, found
+
+
+def test_level_table_and_grid_goals_from_behaviour():
+    """Three seeds per task x level: a pair acquired in 2 of 3 meets the goal, 1 of 3 does not; hard is
+    the class of late acquisitions after a plateau, and the goal needs three tasks with one."""
+    import pandas as pd
+
+    def runs(task, level, acquisitions, plateau):
+        return [{"task": task, "level": level, "size": "405k", "seed": seed, "acquisition_step": a,
+                 "plateau_fraction": plateau} for seed, a in enumerate(acquisitions)]
+
+    summary = pd.DataFrame(runs("copy", "easy", [40, 50, 60], 0.0) + runs("add", "hard", [900, 1200, None], 0.8)
+                           + runs("mul", "hard", [2000, None, None], 0.9) + runs("mod", "hard", [800, 700, 900], 0.2))
+    levels = results.level_table(summary).set_index(["task", "level"])
+    assert levels.loc[("copy", "easy"), "class"] == "easy" and levels.loc[("copy", "easy"), "goal_met"]
+    assert levels.loc[("add", "hard"), ["acquired", "hard", "class"]].tolist() == [2, 2, "hard"]
+    assert levels.loc[("add", "hard"), "goal_met"] and not levels.loc[("mul", "hard"), "goal_met"]
+    assert levels.loc[("mul", "hard"), "class"] == "not acquired"  # 2 of 3 runs never acquired
+    assert levels.loc[("mod", "hard"), "class"] == "intermediate"  # late but no plateau
+    assert levels.loc[("add", "hard"), "median_acquisition_step"] == 1050
+    goals = results.grid_goals(results.level_table(summary), "405k")
+    assert goals["pairs"] == 4 and goals["pairs_acquired"] == 3 and goals["hard_tasks"] == ["add"]
+    assert not goals["met"]
+    plateaued = pd.DataFrame(runs("copy", "easy", [40, 50, 60], 0.0) + runs("add", "hard", [900, 1200, 800], 0.8)
+                             + runs("mul", "hard", [2000, 900, 3000], 0.9) + runs("mod", "hard", [800, 700, 900], 0.6))
+    assert results.grid_goals(results.level_table(plateaued), "405k")["met"]
+    assert results.grid_goals(results.level_table(plateaued), "1.3m") == {
+        "size": "1.3m", "pairs": 0, "pairs_acquired": 0, "min_seeds": 0, "hard_pairs": 0, "hard_tasks": [],
+        "met": False}

@@ -627,6 +627,54 @@ def difficulty_class(summary: pd.DataFrame) -> pd.Series:
     return cls
 
 
+#: the grid's goal for every task x level: acquired in at least this share of its seeds (2 of 3)
+ACQUIRED_SHARE_GOAL = 2 / 3
+#: ... and at least this many tasks with a level classed hard (acquired late, after a plateau)
+HARD_TASKS_GOAL = 3
+
+
+def level_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per task x level x size: how its runs behaved, from behaviour alone.
+
+    Columns: ``runs``, ``acquired`` (runs acquired), ``median_acquisition_step``,
+    ``median_plateau_fraction`` (over acquired runs), ``hard`` / ``easy`` (runs of
+    that :func:`difficulty_class`), ``class`` (the class most of its runs got;
+    ties: the later of :data:`DIFFICULTY_CLASSES`' order easy, intermediate, hard,
+    not acquired) and ``goal_met`` (acquired in at least
+    :data:`ACQUIRED_SHARE_GOAL` of its runs).
+    """
+    table = summary.assign(difficulty=difficulty_class(summary),
+                           acquisition_step=pd.to_numeric(summary["acquisition_step"], errors="coerce"),
+                           plateau_fraction=pd.to_numeric(summary.get("plateau_fraction"), errors="coerce"))
+    rows = []
+    for (task, level, size), group in table.groupby(["task", "level", "size"], sort=False):
+        acquired = group[group["acquisition_step"].notna()]
+        counts = group["difficulty"].value_counts()
+        most = max(DIFFICULTY_CLASSES, key=lambda c: (counts.get(c, 0), DIFFICULTY_CLASSES.index(c)))
+        rows.append({"task": task, "level": level, "size": size, "runs": len(group), "acquired": len(acquired),
+                     "median_acquisition_step": acquired["acquisition_step"].median(),
+                     "median_plateau_fraction": acquired["plateau_fraction"].median(),
+                     "hard": int(counts.get("hard", 0)), "easy": int(counts.get("easy", 0)), "class": most,
+                     "goal_met": len(acquired) >= ACQUIRED_SHARE_GOAL * len(group)})
+    columns = ["task", "level", "size", "runs", "acquired", "median_acquisition_step", "median_plateau_fraction",
+               "hard", "easy", "class", "goal_met"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def grid_goals(levels: pd.DataFrame, size: str) -> dict:
+    """The grid's stated goals on one preset, from :func:`level_table`: ``pairs`` task x levels run,
+    ``pairs_acquired`` (acquired in >= :data:`ACQUIRED_SHARE_GOAL` of their seeds), ``min_seeds``
+    (fewest seeds of a pair), ``hard_pairs`` (pairs whose class is hard), ``hard_tasks`` (their tasks)
+    and ``met``: every pair acquired and >= :data:`HARD_TASKS_GOAL` tasks with a hard level."""
+    on = levels[levels["size"] == size]
+    hard = on[on["class"] == "hard"]
+    tasks = sorted(hard["task"].unique())
+    met = bool(len(on)) and bool(on["goal_met"].all()) and len(tasks) >= HARD_TASKS_GOAL
+    return {"size": size, "pairs": len(on), "pairs_acquired": int(on["goal_met"].sum()),
+            "min_seeds": int(on["runs"].min()) if len(on) else 0, "hard_pairs": len(hard),
+            "hard_tasks": tasks, "met": met}
+
+
 def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of a rate k/n (NaN, NaN when n == 0)."""
     from scipy import stats
