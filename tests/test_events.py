@@ -223,6 +223,17 @@ def test_rolling_median_centred_shrinking():
     np.testing.assert_array_equal(rolling_median(x, 1), x)
 
 
+@pytest.mark.parametrize("window", [3, 5, 9])
+def test_rolling_median_equals_the_window_by_window_definition(window):
+    """The vectorised filter against its definition, element by element, on every length around the window
+    (shorter than it, equal, longer)."""
+    rng = np.random.default_rng(window)
+    for n in range(0, 3 * window):
+        x = rng.normal(size=n)
+        expected = [np.median(x[i - h: i + h + 1]) for i in range(n) for h in [min(window // 2, i, n - 1 - i)]]
+        np.testing.assert_array_equal(rolling_median(x, window), np.array(expected) if n >= 3 else x)
+
+
 # ---------------------------------------------------------------------------
 # transition_step
 # ---------------------------------------------------------------------------
