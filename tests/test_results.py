@@ -436,3 +436,38 @@ def test_level_table_and_grid_goals_from_behaviour():
     assert results.grid_goals(results.level_table(plateaued), "1.3m") == {
         "size": "1.3m", "pairs": 0, "pairs_acquired": 0, "min_seeds": 0, "hard_pairs": 0, "hard_tasks": [],
         "met": False}
+
+
+def test_summary_rows_are_cached_by_code_and_content(store_root, tmp_path, monkeypatch):
+    """A cached row equals the computed one; a run whose metrics change is summarised again (never a
+    stale row); the cache can be turned off."""
+    import shutil
+
+    import pandas as pd
+
+    monkeypatch.setenv("GEOMCAP_SUMMARY_CACHE", "off")
+    runs = results.load_runs(store_root, task="copy")
+    computed = results.summary_table(runs)
+    monkeypatch.setenv("GEOMCAP_SUMMARY_CACHE", str(tmp_path / "cache"))
+    first = results.summary_table(runs)
+    assert len(list((tmp_path / "cache").glob("*.pkl"))) == len(runs)
+    again = results.summary_table(runs)
+    pd.testing.assert_frame_equal(first, computed)
+    pd.testing.assert_frame_equal(again, computed)
+    assert len(list((tmp_path / "cache").glob("*.pkl"))) == len(runs)  # read, not written again
+    # other arguments are another row
+    results.summary_table(runs, fraction=0.3)
+    assert len(list((tmp_path / "cache").glob("*.pkl"))) == 2 * len(runs)
+    # a run copied elsewhere and then changed: exact match 1 at every checkpoint, so acquired at step 0
+    copy = tmp_path / "store" / runs["run"].iloc[0]
+    shutil.copytree(runs["path"].iloc[0], copy)
+    metrics = pd.read_csv(copy / "metrics.csv")
+    metrics.loc[metrics["measure"] == "accuracy", "value"] = 1.0
+    metrics.to_csv(copy / "metrics.csv", index=False)
+    changed = results.summary_table(results.load_runs(tmp_path / "store"))
+    assert computed["acquisition_step"].iloc[0] is pd.NA or computed["acquisition_step"].iloc[0] > 0
+    assert changed["acquisition_step"].iloc[0] == 0
+    # a corrupt cache file is recomputed
+    for path in (tmp_path / "cache").glob("*.pkl"):
+        path.write_bytes(b"not a pickle")
+    pd.testing.assert_frame_equal(results.summary_table(runs), computed)

@@ -16,7 +16,10 @@ paper's figures come from :mod:`geomcap.paper`.
 
 from __future__ import annotations
 
+import hashlib
 import html
+import os
+import pickle
 from dataclasses import asdict
 from functools import lru_cache, partial
 from pathlib import Path
@@ -184,18 +187,64 @@ def run_majority_rate(config: dict) -> float:
     return majority_first_token_for(*_task_args(config))
 
 
+@lru_cache(maxsize=1)
+def _code_fingerprint() -> str:
+    """SHA-1 of every module of the package: a cached summary is reused only by the code that made it."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha1()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _run_summary(run, kwargs: dict, cache: Path | None) -> dict:
+    """One run's row of :func:`summary_table`, from ``cache`` when this code already summarised these exact
+    files with these arguments (the key hashes the package's code, the run's config, metrics and status)."""
+    path = Path(run.path)
+    key = None
+    if cache is not None:
+        digest = hashlib.sha1(_code_fingerprint().encode())
+        digest.update(repr(sorted(kwargs.items())).encode())
+        for name in ("config.json", store.METRICS_FILE, "status.json"):
+            digest.update(name.encode() + b"\0" + ((path / name).read_bytes() if (path / name).exists() else b""))
+        key = cache / f"{digest.hexdigest()}.pkl"
+        if key.exists():
+            try:
+                return pickle.loads(key.read_bytes())
+            except Exception:  # a truncated or foreign file: recompute and overwrite it
+                pass
+    chance = run_chance(run._asdict())
+    status = store.read_status(path) or {}
+    row = {**{k: getattr(run, k) for k in (*RUN_KEYS, "steps", "run")}, "chance": chance,
+           "stopped_at": status.get("stopped_at"),
+           **summary_row(store.read_metrics(path), chance=chance, **kwargs)}
+    if key is not None:
+        try:
+            key.parent.mkdir(parents=True, exist_ok=True)
+            store.atomic_write_bytes(key, pickle.dumps(row))
+        except OSError:  # a read-only cache only costs the recomputation
+            pass
+    return row
+
+
+def summary_cache() -> Path | None:
+    """Where :func:`summary_table` keeps the rows it computed: ``$GEOMCAP_SUMMARY_CACHE``, else
+    ``<user cache>/geomcap/summaries`` (:func:`geomcap.store.user_root`); ``GEOMCAP_SUMMARY_CACHE=off``
+    turns it off. Every notebook reads the same runs, so the book's build summarises each run once."""
+    setting = os.environ.get("GEOMCAP_SUMMARY_CACHE", "")
+    if setting.lower() == "off":
+        return None
+    return Path(setting) if setting else store.user_root("summaries")
+
+
 def summary_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
     """One row per run: its task, level, size, seed, steps (the budget), ``stopped_at`` (when the run
     stopped early, else missing) and the events of :func:`summary_row` (acquisition on chance-corrected
     accuracy, see :func:`geomcap.events.summarize_run`), with its difficulty class
-    (:func:`difficulty_class`)."""
-    rows = []
-    for row in runs.itertuples():
-        chance = run_chance(row._asdict())
-        status = store.read_status(row.path) or {}
-        rows.append({**{k: getattr(row, k) for k in (*RUN_KEYS, "steps", "run")}, "chance": chance,
-                     "stopped_at": status.get("stopped_at"),
-                     **summary_row(store.read_metrics(row.path), chance=chance, **kwargs)})
+    (:func:`difficulty_class`). Rows already computed by the same code from the same files are read
+    from :func:`summary_cache`."""
+    cache = summary_cache()
+    rows = [_run_summary(run, kwargs, cache) for run in runs.itertuples()]
     table = pd.DataFrame(rows)
     if not table.empty:
         step_columns = [c for c in table.columns

@@ -160,7 +160,9 @@ def current_umask() -> int:
     return mask
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder: a reader sees the old
+    file or the new one, never a part."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -177,7 +179,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path, text: str) -> None:
-    _atomic_write_bytes(Path(path), text.encode())
+    atomic_write_bytes(Path(path), text.encode())
 
 
 def atomic_write_json(path, obj) -> None:
@@ -187,7 +189,7 @@ def atomic_write_json(path, obj) -> None:
 def atomic_torch_save(obj, path) -> None:
     buf = io.BytesIO()
     torch.save(obj, buf)
-    _atomic_write_bytes(Path(path), buf.getvalue())
+    atomic_write_bytes(Path(path), buf.getvalue())
 
 
 def load_state(path) -> dict:
