@@ -112,3 +112,21 @@ def test_step_axis_has_no_crowded_ticks():
     plots._step_axis(ax, [0, 5, 50, 1500])
     assert list(ax.get_xticks()) == [0, 10, 100, 1000]
     plt.close(fig)
+
+
+def test_layer_collapse_steps_one_panel_per_series_lines_at_each_layer():
+    import pandas as pd
+
+    rows = [{"task": "copy", "series": "rankme", "collapse_layers": [1, 2, 3], "collapse_steps": [9.0, 6.5, 4.0],
+             "is_top_down": True, "layers": 3},
+            {"task": "add", "series": "rankme", "collapse_layers": [2, 3, 4], "collapse_steps": [3.0, 5.0, 8.0],
+             "is_top_down": False, "layers": 3},
+            {"task": "add", "series": "rankme_centred", "collapse_layers": [1, 2], "collapse_steps": [20.0, 30.0],
+             "is_top_down": None, "layers": 2}]
+    fig = plots.layer_collapse_steps(pd.DataFrame(rows))
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["rankme: top-down 1/2", "rankme_centred: top-down 0/0"]
+    copy, add = axes[0].lines
+    assert list(copy.get_xdata()) == [1, 2, 3] and list(copy.get_ydata()) == [9.0, 6.5, 4.0]
+    assert list(add.get_xdata()) == [2, 3, 4] and axes[0].get_yscale() == "log"
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["copy", "add"]

@@ -436,6 +436,7 @@ def test_top_down_by_series_known_both_ways():
     assert (table["layers"] == 4).all()  # layer 0 never counts, in any series
     rankme, centred, outside = (table.loc[name] for name in results.TOP_DOWN_SERIES)
     assert rankme["rho_step"] == pytest.approx(-1) and bool(rankme["is_top_down"]) is True
+    assert rankme["collapse_layers"] == [1, 2, 3, 4]
     assert rankme["collapse_steps"] == pytest.approx([26, 22, 18, 14], abs=0.05)
     assert rankme["spread_steps"] == pytest.approx(12, abs=0.1) and rankme["median_gap_steps"] == pytest.approx(4, abs=0.1)
     assert rankme["rho_step_post_ln"] == pytest.approx(0.2)  # ranks 3, 2, 1, 4 of depth 1..4

@@ -524,3 +524,35 @@ def bench_figure(result, title: str | None = None):
         fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
     return fig
+
+
+# --- Top-down (claim C3) ---
+
+def layer_collapse_steps(by_series, ncols: int = 3):
+    """One panel per series of :func:`geomcap.results.top_down_by_series`: each informative layer's
+    half-drop step (log y) against its depth (``collapse_layers``), one line per run, coloured by task. Lines that fall from
+    left to right are top-down (deeper layers collapse first). Panel titles count the top-down runs
+    among those with a defined statistic."""
+    set_style()
+    series = list(dict.fromkeys(by_series["series"]))
+    fig, axes, used = _panels(max(1, len(series)), ncols, 3.4, 2.9, sharey=True)
+    tasks = list(dict.fromkeys(by_series["task"]))
+    colors = dict(zip(tasks, sns.color_palette("colorblind", len(tasks))))
+    for ax, name in zip(used, series):
+        rows = by_series[by_series["series"] == name]
+        for row in rows.itertuples():
+            ax.plot(row.collapse_layers, row.collapse_steps, marker="o", markersize=3, linewidth=1,
+                    color=colors[row.task], alpha=0.8, label=row.task)
+        defined = rows["is_top_down"].dropna()
+        ax.set_title(f"{name}: top-down {int(defined.astype(bool).sum())}/{len(defined)}", fontsize="medium")
+        ax.set_yscale("log")
+        ax.set_xlabel("layer (1 = first block)")
+        ax.set_ylabel("half-drop step" if ax in axes[:, 0] else "")
+    unique = {}
+    for ax in used:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            unique.setdefault(label, handle)
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=min(8, len(unique)),
+               bbox_to_anchor=(0.5, 1.04), fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    return fig

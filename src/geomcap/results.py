@@ -523,8 +523,8 @@ def top_down_by_series(metrics: pd.DataFrame, runs: pd.DataFrame, series=TOP_DOW
     DataFrame
         One row per run and series present: the run's keys, ``series``, ``layers`` (informative layers),
         ``rho_step`` (Spearman of depth vs each layer's half-drop step; < 0: top-down), ``rho_floor``,
-        ``rho_step_post_ln``, ``is_top_down`` (None when undefined), ``collapse_steps`` (the informative
-        layers' half-drop steps, shallowest first; float steps), ``first_step`` and ``last_step`` (the
+        ``rho_step_post_ln``, ``is_top_down`` (None when undefined), ``collapse_layers`` (the informative
+        layers' depths, 0 = embeddings) and ``collapse_steps`` (their half-drop steps; float steps), ``first_step`` and ``last_step`` (the
         earliest and latest of them), ``spread_steps`` (last - first) and ``median_gap_steps`` (median
         distance between adjacent informative layers' steps).
     """
@@ -546,13 +546,13 @@ def top_down_by_series(metrics: pd.DataFrame, runs: pd.DataFrame, series=TOP_DOW
             rows.append({**{k: getattr(run, k) for k in RUN_KEYS}, "run": run.run, "series": name,
                          "layers": len(td["layers"]), "rho_step": td["rho_step"], "rho_floor": td["rho_floor"],
                          "rho_step_post_ln": td["post_ln"]["rho_step"], "is_top_down": td["is_top_down"],
-                         "collapse_steps": when.round(2).tolist(),
+                         "collapse_layers": list(td["layers"]), "collapse_steps": when.round(2).tolist(),
                          "first_step": float(when.min()) if when.size else np.nan,
                          "last_step": float(when.max()) if when.size else np.nan,
                          "spread_steps": float(np.ptp(when)) if when.size else np.nan,
                          "median_gap_steps": float(np.median(np.abs(np.diff(when)))) if when.size > 1 else np.nan})
     return pd.DataFrame(rows, columns=[*RUN_KEYS, "run", "series", "layers", "rho_step", "rho_floor",
-                                       "rho_step_post_ln", "is_top_down", "collapse_steps", "first_step",
+                                       "rho_step_post_ln", "is_top_down", "collapse_layers", "collapse_steps", "first_step",
                                        "last_step", "spread_steps", "median_gap_steps"])
 
 
