@@ -130,3 +130,16 @@ def test_layer_collapse_steps_one_panel_per_series_lines_at_each_layer():
     assert list(copy.get_xdata()) == [1, 2, 3] and list(copy.get_ydata()) == [9.0, 6.5, 4.0]
     assert list(add.get_xdata()) == [2, 3, 4] and axes[0].get_yscale() == "log"
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["copy", "add"]
+
+
+def test_layer_heatmaps_step_axis_has_no_crowded_ticks():
+    """A heatmap's step axis is the project's: 0 and the powers of ten from 10 (02 showed "0" beside "10^0")."""
+    import numpy as np
+    import pandas as pd
+
+    steps = np.arange(0, 200)
+    metrics = pd.DataFrame([{"run": "r", "step": s, "layer": layer, "measure": "rankme", "value": 5.0 - layer * (s > 20)}
+                            for s in steps for layer in range(3)])
+    runs = pd.DataFrame([{"run": "r", "task": "copy", "level": "easy", "size": "405k-deep", "seed": 0}])
+    ax = plots.layer_heatmaps(metrics, runs).axes[0]
+    assert list(ax.get_xticks()) == [0, 10, 100] and ax.get_xscale() == "symlog" and ax.get_xlim() == (0, 199)

@@ -160,11 +160,9 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
         edges = np.concatenate([[0], (steps[1:] + steps[:-1]) / 2, [steps[-1]]])
         mesh = ax.pcolormesh(edges, np.arange(len(layers) + 1) - 0.5, values, cmap="RdBu",
                              norm=LogNorm(vmin=1 / 8, vmax=8) if relative else None, shading="flat")
-        ax.set_xscale("symlog", linthresh=1, linscale=0.5)
-        ax.set_xlim(0, steps[-1])
+        _step_axis(ax, steps)  # symlog, ticks at 0 and the powers of ten from 10 (no "0" beside "10^0")
         ax.set_yticks(range(len(layers)), [str(layer) for layer in layers])
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
-        ax.set_xlabel("training step")
         ax.set_ylabel("layer" if ax in axes[:, 0] else "")
     fig.tight_layout()
     if mesh is not None:
