@@ -143,3 +143,24 @@ def test_layer_heatmaps_step_axis_has_no_crowded_ticks():
     runs = pd.DataFrame([{"run": "r", "task": "copy", "level": "easy", "size": "405k-deep", "seed": 0}])
     ax = plots.layer_heatmaps(metrics, runs).axes[0]
     assert list(ax.get_xticks()) == [0, 10, 100] and ax.get_xscale() == "symlog" and ax.get_xlim() == (0, 199)
+
+
+def test_probe_curves_one_colour_and_one_legend_entry_per_layer_across_depths():
+    """A 2-block and a 4-block run side by side: layer 2 has one colour in both panels, and the legend
+    lists every layer of the deeper run (it listed only the first panel's)."""
+    import pandas as pd
+
+    rows = []
+    for run, n_layers in (("shallow", 3), ("deep", 5)):
+        for step in range(5):
+            rows += [{"run": run, "step": step, "layer": -1, "measure": m, "value": 0.1 * step}
+                     for m in ("accuracy", "first_token_accuracy")]
+            rows += [{"run": run, "step": step, "layer": layer, "measure": "probe_accuracy", "value": 0.5}
+                     for layer in range(n_layers)]
+    runs = pd.DataFrame([{"run": r, "task": "add", "level": "hard", "size": s, "seed": 0}
+                         for r, s in (("shallow", "405k"), ("deep", "405k-deep"))])
+    fig = plots.probe_curves(pd.DataFrame(rows), runs)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [f"probe, layer {k}" for k in range(5)] + ["model, exact match", "model, first token"]
+    colour = lambda ax: {line.get_label(): line.get_color() for line in ax.lines}["probe, layer 2"]  # noqa: E731
+    assert colour(fig.axes[0]) == colour(fig.axes[1])

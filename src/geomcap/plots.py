@@ -181,12 +181,14 @@ def probe_curves(metrics, runs, ncols: int = 4):
     set_style()
     runs = list(runs.itertuples())
     fig, axes, _ = _panels(len(runs), ncols, 3.4, 2.6, sharey=True)
+    probes = metrics[(metrics["measure"] == "probe_accuracy") & metrics["run"].isin([r.run for r in runs])]
+    # one colour per layer across every panel (runs of different depths side by side)
+    palette = sns.color_palette("viridis", int(probes["layer"].max()) + 1 if len(probes) else 1)
     for ax, run in zip(axes.flat, runs):
         m = metrics[metrics["run"] == run.run]
         layers, steps, probe = events.layer_matrix(m, "probe_accuracy")
-        colors = sns.color_palette("viridis", len(layers))
-        for layer, row, color in zip(layers, probe, colors):
-            ax.plot(steps, row, color=color, linewidth=1, label=f"probe, layer {layer}")
+        for layer, row in zip(layers, probe):
+            ax.plot(steps, row, color=palette[int(layer)], linewidth=1, label=f"probe, layer {layer}")
         s, acc = events.tidy_series(m, "accuracy")
         ax.plot(s, acc, color="k", linewidth=1.6, label="model, exact match")
         s, first = events.tidy_series(m, "first_token_accuracy")
@@ -194,10 +196,15 @@ def probe_curves(metrics, runs, ncols: int = 4):
         _step_axis(ax, steps)
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(5, len(labels)), bbox_to_anchor=(0.5, 1.03),
-               fontsize="small")
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    unique = {}  # every panel's entries once: the deepest run's layers too, probe layers in depth order
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            unique.setdefault(label, handle)
+    labels = sorted((lb for lb in unique if lb.startswith("probe")), key=lambda lb: int(lb.rsplit(" ", 1)[1]))
+    labels += [lb for lb in unique if not lb.startswith("probe")]
+    fig.legend([unique[lb] for lb in labels], labels, loc="upper center", ncol=min(5, len(labels)),
+               bbox_to_anchor=(0.5, 1.03), fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.94 - 0.03 * (len(labels) > 5)))
     return fig
 
 
