@@ -112,3 +112,55 @@ def test_step_axis_has_no_crowded_ticks():
     plots._step_axis(ax, [0, 5, 50, 1500])
     assert list(ax.get_xticks()) == [0, 10, 100, 1000]
     plt.close(fig)
+
+
+def test_layer_collapse_steps_one_panel_per_series_lines_at_each_layer():
+    import pandas as pd
+
+    rows = [{"task": "copy", "series": "rankme", "collapse_layers": [1, 2, 3], "collapse_steps": [9.0, 6.5, 4.0],
+             "is_top_down": True, "layers": 3},
+            {"task": "add", "series": "rankme", "collapse_layers": [2, 3, 4], "collapse_steps": [3.0, 5.0, 8.0],
+             "is_top_down": False, "layers": 3},
+            {"task": "add", "series": "rankme_centred", "collapse_layers": [1, 2], "collapse_steps": [20.0, 30.0],
+             "is_top_down": None, "layers": 2}]
+    fig = plots.layer_collapse_steps(pd.DataFrame(rows))
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["rankme: top-down 1/2", "rankme_centred: top-down 0/0"]
+    copy, add = axes[0].lines
+    assert list(copy.get_xdata()) == [1, 2, 3] and list(copy.get_ydata()) == [9.0, 6.5, 4.0]
+    assert list(add.get_xdata()) == [2, 3, 4] and axes[0].get_yscale() == "log"
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["copy", "add"]
+
+
+def test_layer_heatmaps_step_axis_has_no_crowded_ticks():
+    """A heatmap's step axis is the project's: 0 and the powers of ten from 10 (02 showed "0" beside "10^0")."""
+    import numpy as np
+    import pandas as pd
+
+    steps = np.arange(0, 200)
+    metrics = pd.DataFrame([{"run": "r", "step": s, "layer": layer, "measure": "rankme", "value": 5.0 - layer * (s > 20)}
+                            for s in steps for layer in range(3)])
+    runs = pd.DataFrame([{"run": "r", "task": "copy", "level": "easy", "size": "405k-deep", "seed": 0}])
+    ax = plots.layer_heatmaps(metrics, runs).axes[0]
+    assert list(ax.get_xticks()) == [0, 10, 100] and ax.get_xscale() == "symlog" and ax.get_xlim() == (0, 199)
+
+
+def test_probe_curves_one_colour_and_one_legend_entry_per_layer_across_depths():
+    """A 2-block and a 4-block run side by side: layer 2 has one colour in both panels, and the legend
+    lists every layer of the deeper run (it listed only the first panel's)."""
+    import pandas as pd
+
+    rows = []
+    for run, n_layers in (("shallow", 3), ("deep", 5)):
+        for step in range(5):
+            rows += [{"run": run, "step": step, "layer": -1, "measure": m, "value": 0.1 * step}
+                     for m in ("accuracy", "first_token_accuracy")]
+            rows += [{"run": run, "step": step, "layer": layer, "measure": "probe_accuracy", "value": 0.5}
+                     for layer in range(n_layers)]
+    runs = pd.DataFrame([{"run": r, "task": "add", "level": "hard", "size": s, "seed": 0}
+                         for r, s in (("shallow", "405k"), ("deep", "405k-deep"))])
+    fig = plots.probe_curves(pd.DataFrame(rows), runs)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [f"probe, layer {k}" for k in range(5)] + ["model, exact match", "model, first token"]
+    colour = lambda ax: {line.get_label(): line.get_color() for line in ax.lines}["probe, layer 2"]  # noqa: E731
+    assert colour(fig.axes[0]) == colour(fig.axes[1])

@@ -471,3 +471,41 @@ def test_summary_rows_are_cached_by_code_and_content(store_root, tmp_path, monke
     for path in (tmp_path / "cache").glob("*.pkl"):
         path.write_bytes(b"not a pickle")
     pd.testing.assert_frame_equal(results.summary_table(runs), computed)
+
+
+def test_top_down_by_series_known_both_ways():
+    """C3 on RankMe and its baselines: a run built top-down in RankMe (deeper blocks lose half their drop
+    earlier, the residual stream at the last block included) and in the energy outside the mean direction,
+    and bottom-up in centred RankMe; the post-LayerNorm output collapses last, so reading it as the last
+    layer breaks the ordering."""
+    steps = np.arange(61)
+    drop = lambda t, at, high, low: low + (high - low) / (1 + np.exp((t - at) / 1.5))  # noqa: E731 half-drop at `at`
+    top_down_at = {1: 26.0, 2: 22.0, 3: 18.0, 4: 14.0}
+    bottom_up_at = {1: 14.0, 2: 18.0, 3: 22.0, 4: 26.0}
+    rows = [("accuracy", -1, s, float(s > 50)) for s in steps]
+    for s in steps:
+        rows += [("rankme", 0, s, 1.0), ("rankme_centred", 0, s, 1.0), ("mean_energy_share", 0, s, 1.0 - 1e-9 * (1 + (s < 5)))]  # rounding noise
+        for layer in range(1, 5):
+            # layer 4 of rankme is the post-LayerNorm output: it collapses last (step 40)
+            rows.append(("rankme", layer, s, drop(s, 40.0 if layer == 4 else top_down_at[layer], 10, 2)))
+            rows.append(("rankme_centred", layer, s, drop(s, bottom_up_at[layer], 12, 4)))
+            rows.append(("mean_energy_share", layer, s, 1 - drop(s, top_down_at[layer], 0.05, 0.001)))
+        rows += [("rankme_residual", 4, s, drop(s, top_down_at[4], 10, 2)),
+                 ("rankme_centred_residual", 4, s, drop(s, bottom_up_at[4], 12, 4)),
+                 ("mean_energy_share_residual", 4, s, 1 - drop(s, top_down_at[4], 0.05, 0.001))]
+    metrics = pd.DataFrame(rows, columns=["measure", "layer", "step", "value"]).assign(run="r")
+    runs = pd.DataFrame([{"task": "add", "level": "hard", "size": "405k-deep", "seed": 0, "run": "r"}])
+    table = results.top_down_by_series(metrics, runs).set_index("series")
+    assert list(table.index) == list(results.TOP_DOWN_SERIES)
+    assert (table["layers"] == 4).all()  # layer 0 never counts, in any series
+    rankme, centred, outside = (table.loc[name] for name in results.TOP_DOWN_SERIES)
+    assert rankme["rho_step"] == pytest.approx(-1) and bool(rankme["is_top_down"]) is True
+    assert rankme["collapse_layers"] == [1, 2, 3, 4]
+    assert rankme["collapse_steps"] == pytest.approx([26, 22, 18, 14], abs=0.05)
+    assert rankme["spread_steps"] == pytest.approx(12, abs=0.1) and rankme["median_gap_steps"] == pytest.approx(4, abs=0.1)
+    assert rankme["rho_step_post_ln"] == pytest.approx(0.2)  # ranks 3, 2, 1, 4 of depth 1..4
+    assert centred["rho_step"] == pytest.approx(1) and bool(centred["is_top_down"]) is False
+    assert outside["rho_step"] == pytest.approx(-1) and outside["first_step"] == pytest.approx(14, abs=0.05)
+    # a run without the mean energy share has no row for it
+    no_share = metrics[~metrics["measure"].str.startswith("mean_energy")]
+    assert list(results.top_down_by_series(no_share, runs)["series"]) == ["rankme", "rankme_centred"]

@@ -160,11 +160,9 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
         edges = np.concatenate([[0], (steps[1:] + steps[:-1]) / 2, [steps[-1]]])
         mesh = ax.pcolormesh(edges, np.arange(len(layers) + 1) - 0.5, values, cmap="RdBu",
                              norm=LogNorm(vmin=1 / 8, vmax=8) if relative else None, shading="flat")
-        ax.set_xscale("symlog", linthresh=1, linscale=0.5)
-        ax.set_xlim(0, steps[-1])
+        _step_axis(ax, steps)  # symlog, ticks at 0 and the powers of ten from 10 (no "0" beside "10^0")
         ax.set_yticks(range(len(layers)), [str(layer) for layer in layers])
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
-        ax.set_xlabel("training step")
         ax.set_ylabel("layer" if ax in axes[:, 0] else "")
     fig.tight_layout()
     if mesh is not None:
@@ -183,12 +181,14 @@ def probe_curves(metrics, runs, ncols: int = 4):
     set_style()
     runs = list(runs.itertuples())
     fig, axes, _ = _panels(len(runs), ncols, 3.4, 2.6, sharey=True)
+    probes = metrics[(metrics["measure"] == "probe_accuracy") & metrics["run"].isin([r.run for r in runs])]
+    # one colour per layer across every panel (runs of different depths side by side)
+    palette = sns.color_palette("viridis", int(probes["layer"].max()) + 1 if len(probes) else 1)
     for ax, run in zip(axes.flat, runs):
         m = metrics[metrics["run"] == run.run]
         layers, steps, probe = events.layer_matrix(m, "probe_accuracy")
-        colors = sns.color_palette("viridis", len(layers))
-        for layer, row, color in zip(layers, probe, colors):
-            ax.plot(steps, row, color=color, linewidth=1, label=f"probe, layer {layer}")
+        for layer, row in zip(layers, probe):
+            ax.plot(steps, row, color=palette[int(layer)], linewidth=1, label=f"probe, layer {layer}")
         s, acc = events.tidy_series(m, "accuracy")
         ax.plot(s, acc, color="k", linewidth=1.6, label="model, exact match")
         s, first = events.tidy_series(m, "first_token_accuracy")
@@ -196,10 +196,15 @@ def probe_curves(metrics, runs, ncols: int = 4):
         _step_axis(ax, steps)
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(5, len(labels)), bbox_to_anchor=(0.5, 1.03),
-               fontsize="small")
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    unique = {}  # every panel's entries once: the deepest run's layers too, probe layers in depth order
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            unique.setdefault(label, handle)
+    labels = sorted((lb for lb in unique if lb.startswith("probe")), key=lambda lb: int(lb.rsplit(" ", 1)[1]))
+    labels += [lb for lb in unique if not lb.startswith("probe")]
+    fig.legend([unique[lb] for lb in labels], labels, loc="upper center", ncol=min(5, len(labels)),
+               bbox_to_anchor=(0.5, 1.03), fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.94 - 0.03 * (len(labels) > 5)))
     return fig
 
 
@@ -523,4 +528,36 @@ def bench_figure(result, title: str | None = None):
     if title:
         fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
+    return fig
+
+
+# --- Top-down (claim C3) ---
+
+def layer_collapse_steps(by_series, ncols: int = 3):
+    """One panel per series of :func:`geomcap.results.top_down_by_series`: each informative layer's
+    half-drop step (log y) against its depth (``collapse_layers``), one line per run, coloured by task. Lines that fall from
+    left to right are top-down (deeper layers collapse first). Panel titles count the top-down runs
+    among those with a defined statistic."""
+    set_style()
+    series = list(dict.fromkeys(by_series["series"]))
+    fig, axes, used = _panels(max(1, len(series)), ncols, 3.4, 2.9, sharey=True)
+    tasks = list(dict.fromkeys(by_series["task"]))
+    colors = dict(zip(tasks, sns.color_palette("colorblind", len(tasks))))
+    for ax, name in zip(used, series):
+        rows = by_series[by_series["series"] == name]
+        for row in rows.itertuples():
+            ax.plot(row.collapse_layers, row.collapse_steps, marker="o", markersize=3, linewidth=1,
+                    color=colors[row.task], alpha=0.8, label=row.task)
+        defined = rows["is_top_down"].dropna()
+        ax.set_title(f"{name}: top-down {int(defined.astype(bool).sum())}/{len(defined)}", fontsize="medium")
+        ax.set_yscale("log")
+        ax.set_xlabel("layer (1 = first block)")
+        ax.set_ylabel("half-drop step" if ax in axes[:, 0] else "")
+    unique = {}
+    for ax in used:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            unique.setdefault(label, handle)
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=min(8, len(unique)),
+               bbox_to_anchor=(0.5, 1.04), fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     return fig

@@ -545,6 +545,66 @@ def top_down_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: C3's statistic on RankMe and on two baselines: centred RankMe (the mean direction taken out) and the share
+#: of the energy outside the mean direction, ``1 - mean_energy_share`` (it falls as the mean takes over)
+TOP_DOWN_SERIES = ("rankme", "rankme_centred", "mean_energy_outside")
+_OUTSIDE = "mean_energy_outside"
+
+
+def top_down_by_series(metrics: pd.DataFrame, runs: pd.DataFrame, series=TOP_DOWN_SERIES) -> pd.DataFrame:
+    """C3's statistic (:func:`geomcap.events.top_down`, as :func:`geomcap.events.summarize_run` reads it:
+    pre-LayerNorm residual streams, post-LayerNorm beside) on each of ``series`` of each run.
+
+    ``series``: per-layer measures with a ``<measure>_residual`` beside them, and ``"mean_energy_outside"``:
+    ``1 - mean_energy_share`` (and ``1 - mean_energy_share_residual``), without layer 0, the embedding at
+    the answer position, which is the mean direction itself (its share is 1 up to rounding).
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        Tidy metrics with a ``run`` column (:func:`load_metrics`) holding ``accuracy`` and the series
+        (and their ``_residual``).
+    runs : DataFrame
+        One row per run: task, level, size, seed, run.
+
+    Returns
+    -------
+    DataFrame
+        One row per run and series present: the run's keys, ``series``, ``layers`` (informative layers),
+        ``rho_step`` (Spearman of depth vs each layer's half-drop step; < 0: top-down), ``rho_floor``,
+        ``rho_step_post_ln``, ``is_top_down`` (None when undefined), ``collapse_layers`` (the informative
+        layers' depths, 0 = embeddings) and ``collapse_steps`` (their half-drop steps; float steps), ``first_step`` and ``last_step`` (the
+        earliest and latest of them), ``spread_steps`` (last - first) and ``median_gap_steps`` (median
+        distance between adjacent informative layers' steps).
+    """
+    rows = []
+    for run in runs.itertuples():
+        m = metrics[metrics["run"] == run.run][["step", "layer", "measure", "value"]]
+        for name in series:
+            if name == _OUTSIDE:
+                share = m[m["measure"].isin(["mean_energy_share", "mean_energy_share_residual"]) & (m["layer"] != 0)]
+                own = share.assign(value=1.0 - share["value"],
+                                   measure=share["measure"].str.replace("mean_energy_share", _OUTSIDE))
+            else:
+                own = m[m["measure"].isin([name, f"{name}_residual"])]
+            if not (own["measure"] == name).any():
+                continue
+            s = events.summarize_run(pd.concat([m[m["measure"] == "accuracy"], own]), measure=name)
+            td = s["top_down"]
+            when = np.asarray(td["collapse_step"], dtype=float)
+            rows.append({**{k: getattr(run, k) for k in RUN_KEYS}, "run": run.run, "series": name,
+                         "layers": len(td["layers"]), "rho_step": td["rho_step"], "rho_floor": td["rho_floor"],
+                         "rho_step_post_ln": td["post_ln"]["rho_step"], "is_top_down": td["is_top_down"],
+                         "collapse_layers": list(td["layers"]), "collapse_steps": when.round(2).tolist(),
+                         "first_step": float(when.min()) if when.size else np.nan,
+                         "last_step": float(when.max()) if when.size else np.nan,
+                         "spread_steps": float(np.ptp(when)) if when.size else np.nan,
+                         "median_gap_steps": float(np.median(np.abs(np.diff(when)))) if when.size > 1 else np.nan})
+    return pd.DataFrame(rows, columns=[*RUN_KEYS, "run", "series", "layers", "rho_step", "rho_floor",
+                                       "rho_step_post_ln", "is_top_down", "collapse_layers", "collapse_steps", "first_step",
+                                       "last_step", "spread_steps", "median_gap_steps"])
+
+
 #: C4: a probe "decodes the answer" when it beats both baselines by this margin (about 1.5 standard
 #: errors of a probe scored on 256 prompts near 0.5)
 PROBE_MARGIN = 0.05
