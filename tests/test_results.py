@@ -232,6 +232,25 @@ def test_timing_prediction_rank_correlation_with_bootstrap_ci():
     assert results.timing_prediction(table, "hessian_top")["runs"] == 0
 
 
+def test_memorisation_table_known_both_ways():
+    """A measure that rises with train accuracy (grokking-like run) vs one that rises well before it."""
+    summary = pd.DataFrame({
+        "task": ["mod"] * 3, "level": ["medium"] * 3, "size": ["405k"] * 3, "seed": [0, 1, 2],
+        "acquisition_step": pd.array([1000, 400, None], dtype="Int64"),
+        "train_accuracy_transition_step": [300, 400, 50], "train_accuracy_gap_checkpoints": [10, 0, None],
+        "train_accuracy_gap_share": [0.7, 0.0, None],
+        "rankme_after_floor_transition_step": [290, 100, 40], "rankme_after_floor_gap_checkpoints": [11, 12, None]})
+    table = results.memorisation_table(summary)
+    assert table["seed"].tolist() == [0, 1]  # the run never acquired has no lead
+    grok, plain = table.iloc[0], table.iloc[1]
+    assert grok["memorises_first"] and grok["with_train_accuracy"] and not grok["leads_train_accuracy"]
+    assert grok["measure_minus_train"] == -1 and grok["train_lead_share"] == 0.7
+    assert not plain["memorises_first"] and not plain["with_train_accuracy"] and plain["leads_train_accuracy"]
+    assert plain["measure_minus_train"] == -12
+    # a table without the columns (e.g. no train accuracy recorded): empty, with the columns
+    assert results.memorisation_table(summary.drop(columns="train_accuracy_gap_checkpoints")).empty
+
+
 def test_verdict_rules_c1_c2_c3_c8():
     ordered = pd.DataFrame({"acquisition_step": pd.array([10] * 10, dtype="Int64"),
                             "ordered_collapse_recovery_acquisition": [True] * 10, "task": "mod", "size": "405k",

@@ -712,6 +712,48 @@ def timing_prediction(summary: pd.DataFrame, measure: str = "rankme", n_boot: in
     return out
 
 
+def memorisation_table(summary: pd.DataFrame, measure: str = RANKME_AFTER_FLOOR,
+                       min_lead: int = events.MIN_LEAD_CHECKPOINTS) -> pd.DataFrame:
+    """Does a measure move with memorisation (train accuracy) rather than ahead of generalisation?
+
+    Per acquired run of ``summary`` (:func:`summary_table`) where both transitions are defined:
+    the train accuracy's transition and ``measure``'s, each with its lead over acquisition in
+    checkpoints (``<m>_gap_checkpoints``, counted on the run's checkpoint grid), and their
+    difference. All counts are checkpoints; shares are of the acquisition step.
+
+    Returns
+    -------
+    DataFrame
+        :data:`RUN_KEYS`, ``acquisition_step``, ``train_step``, ``measure_step`` (transition steps),
+        ``train_lead`` and ``measure_lead`` (checkpoints before acquisition), ``train_lead_share``
+        (share of the acquisition step), ``measure_minus_train`` (checkpoints from the train
+        accuracy's transition to the measure's; negative: the measure first),
+        ``memorises_first`` (train accuracy leads acquisition by >= ``min_lead`` checkpoints: the
+        grokking-like order), ``with_train_accuracy`` (|measure_minus_train| < ``min_lead``),
+        ``leads_train_accuracy`` (measure_minus_train <= -``min_lead``).
+    """
+    columns = [*RUN_KEYS, "acquisition_step", "train_step", "measure_step", "train_lead", "measure_lead",
+               "train_lead_share", "measure_minus_train", "memorises_first", "with_train_accuracy",
+               "leads_train_accuracy"]
+    needed = ["acquisition_step", "train_accuracy_gap_checkpoints", f"{measure}_gap_checkpoints"]
+    if summary.empty or any(c not in summary for c in needed):
+        return pd.DataFrame(columns=columns)
+    num = lambda c: pd.to_numeric(summary[c], errors="coerce").astype(float)  # noqa: E731
+    table = summary[list(RUN_KEYS)].assign(
+        acquisition_step=num("acquisition_step"), train_step=num("train_accuracy_transition_step"),
+        measure_step=num(f"{measure}_transition_step"), train_lead=num("train_accuracy_gap_checkpoints"),
+        measure_lead=num(f"{measure}_gap_checkpoints"), train_lead_share=num("train_accuracy_gap_share"))
+    table = table.dropna(subset=["acquisition_step", "train_lead", "measure_lead"])
+    table["measure_minus_train"] = table["train_lead"] - table["measure_lead"]
+    table["memorises_first"] = table["train_lead"] >= min_lead
+    table["with_train_accuracy"] = table["measure_minus_train"].abs() < min_lead
+    table["leads_train_accuracy"] = table["measure_minus_train"] <= -min_lead
+    for column in ("acquisition_step", "train_step", "measure_step", "train_lead", "measure_lead",
+                   "measure_minus_train"):
+        table[column] = table[column].astype("Int64")
+    return table[columns].reset_index(drop=True)
+
+
 def events_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
     """One row per event per run (long form, for plots and the monitor's comparisons).
 
