@@ -220,6 +220,18 @@ def test_precursor_table_reports_both_readings_with_intervals():
     assert row["median_gap_share"] == 0.5
 
 
+def test_precursor_table_orders_levels_and_classes_from_easy_to_hard():
+    """The level table came out medium, easy, hard: "easy" is both a level and a class."""
+    summary = _summary(["hard", "easy", "hard", "easy"], [True] * 4, [True] * 4)
+    summary["level"] = ["hard", "medium", "easy", "easy"]
+    summary["acquisition_step"] = pd.array([1000, 400, 900, 100], dtype="Int64")
+    summary["plateau_fraction"] = [0.9, 0.2, 0.9, 0.0]  # classes: hard, intermediate, hard, easy
+    assert results.precursor_table(summary, by="level", measures=["rankme"])["level"].tolist() == [
+        "easy", "medium", "hard"]
+    assert results.precursor_table(summary, measures=["rankme"])["difficulty"].tolist() == [
+        "easy", "intermediate", "hard"]
+
+
 def test_timing_prediction_rank_correlation_with_bootstrap_ci():
     acq = np.array([100, 300, 200, 500, 400, 600])
     table = pd.DataFrame({"acquisition_step": acq, "llc_transition_step": acq - 50,

@@ -654,7 +654,8 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_M
     """
     groups = difficulty_class(summary) if by == "difficulty" else summary[by]
     rows = []
-    order = {name: i for i, name in enumerate((*LEVELS, *DIFFICULTY_CLASSES))}  # easy -> hard, others by name
+    # easy -> hard (the classes' order, or the levels'), others by name; "easy" and "hard" name both
+    order = {name: i for i, name in enumerate(DIFFICULTY_CLASSES if by == "difficulty" else LEVELS)}
     ordered_groups = sorted(groups.dropna().unique(), key=lambda g: (order.get(g, len(order)), g))
     for measure in measures:
         column = f"{measure}_is_precursor"
