@@ -263,6 +263,15 @@ def test_memorisation_table_known_both_ways():
     assert results.memorisation_table(summary.drop(columns="train_accuracy_gap_checkpoints")).empty
 
 
+def test_rate_and_timing_texts_say_the_count_or_why_not():
+    low, high = results.wilson_interval(3, 4)
+    assert results.rate_text(3, 4) == f"3/4 (95% CI {low:.2f}-{high:.2f})"
+    assert results.rate_text(0, 0) == "none of 0 runs"
+    defined = {"rho": 0.5, "ci_low": -0.25, "ci_high": 0.75, "runs": 7}
+    assert results.timing_text(defined) == "0.50 (95% CI -0.25 to 0.75, 7 runs)"
+    assert results.timing_text({**defined, "rho": np.nan, "runs": 2}).startswith("undefined (2 runs")
+
+
 def test_verdict_rules_c1_c2_c3_c8():
     ordered = pd.DataFrame({"acquisition_step": pd.array([10] * 10, dtype="Int64"),
                             "ordered_collapse_recovery_acquisition": [True] * 10, "task": "mod", "size": "405k",

@@ -640,6 +640,23 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
+def rate_text(k: int, n: int) -> str:
+    """A count as the book's prose quotes it: ``"k/n (95% CI low-high)"`` (Wilson interval,
+    :func:`wilson_interval`), or ``"none of 0 runs"`` when there is nothing to count."""
+    if not n:
+        return "none of 0 runs"
+    low, high = wilson_interval(int(k), int(n))
+    return f"{int(k)}/{int(n)} (95% CI {low:.2f}-{high:.2f})"
+
+
+def timing_text(timing: dict) -> str:
+    """A :func:`timing_prediction` as the book's prose quotes it: ``"rho (95% CI low to high, n runs)"``,
+    or why it is undefined."""
+    if not np.isfinite(timing["rho"]):
+        return (f"undefined ({timing['runs']} runs with a defined transition: at least 3 that differ are needed)")
+    return f"{timing['rho']:.2f} (95% CI {timing['ci_low']:.2f} to {timing['ci_high']:.2f}, {timing['runs']} runs)"
+
+
 def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_MEASURES) -> pd.DataFrame:
     """Per measure and group, both readings of "precursor" over the acquired runs where the measure
     was recorded.
