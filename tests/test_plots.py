@@ -118,6 +118,8 @@ def test_lead_strips_draws_each_defined_lead_in_checkpoints_and_shares():
     shares = sorted(y for coll in ax_s.collections for _, y in coll.get_offsets())
     assert shares == [-0.2, 0.1, 0.2, 0.3, 0.8]  # every defined share, once
     assert [t.get_text() for t in ax_s.get_legend().get_texts()] == ["easy", "hard"]
+    by_level = plots.lead_strips(summary, ["test_loss"], pd.Series(["hard", "easy", "medium"]))
+    assert [t.get_text() for t in by_level.axes[1].get_legend().get_texts()] == ["easy", "medium", "hard"]
     empty = plots.lead_strips(summary, ["llc"], pd.Series(["hard"] * 3))
     assert "no measure" in empty.axes[0].texts[0].get_text()
 

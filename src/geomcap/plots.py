@@ -287,8 +287,9 @@ def lead_strips(summary, measures, groups, title: str = "class"):
     data = pd.DataFrame(rows, columns=["measure", "checkpoints", "share", "group"])
     fig, (ax_c, ax_s) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
     present = set(data["group"])
-    order = [g for g in dict.fromkeys((*CLASS_COLORS, *LEVEL_COLORS)) if g in present]  # easy -> hard, once
-    order += sorted(present - set(order), key=str)
+    # easy -> hard, in the classes' order or the levels' ("easy" and "hard" name both); else by name
+    names = next((list(n) for n in (CLASS_COLORS, LEVEL_COLORS) if present <= set(n)), sorted(present, key=str))
+    order = [g for g in names if g in present]
     palette = {g: CLASS_COLORS.get(g, LEVEL_COLORS.get(g, "0.3")) for g in order}
     for ax, column in ((ax_c, "checkpoints"), (ax_s, "share")):
         if len(data):
