@@ -104,6 +104,26 @@ def test_precursor_gaps_legend_is_outside_the_axes():
     assert legend_box.x0 >= ax.get_window_extent().x1  # to the right of the plotting area: covers no point
 
 
+def test_lead_strips_draws_each_defined_lead_in_checkpoints_and_shares():
+    import pandas as pd
+
+    summary = pd.DataFrame({"rankme_gap_checkpoints": [10, -3, None], "rankme_gap_share": [0.8, -0.2, None],
+                            "test_loss_gap_checkpoints": [4, 1, 2], "test_loss_gap_share": [0.3, 0.1, 0.2],
+                            "llc_gap_checkpoints": [None, None, None]})
+    fig = plots.lead_strips(summary, ["rankme", "test_loss", "llc", "hessian_top"],
+                            pd.Series(["hard", "easy", "hard"]))
+    ax_c, ax_s = fig.axes[:2]
+    # llc (no defined lead) and hessian_top (not recorded) are left out: two columns
+    assert [t.get_text() for t in ax_c.get_xticklabels()] == ["rankme", "test_loss"]
+    shares = sorted(y for coll in ax_s.collections for _, y in coll.get_offsets())
+    assert shares == [-0.2, 0.1, 0.2, 0.3, 0.8]  # every defined share, once
+    assert [t.get_text() for t in ax_s.get_legend().get_texts()] == ["easy", "hard"]
+    by_level = plots.lead_strips(summary, ["test_loss"], pd.Series(["hard", "easy", "medium"]))
+    assert [t.get_text() for t in by_level.axes[1].get_legend().get_texts()] == ["easy", "medium", "hard"]
+    empty = plots.lead_strips(summary, ["llc"], pd.Series(["hard"] * 3))
+    assert "no measure" in empty.axes[0].texts[0].get_text()
+
+
 def test_step_axis_has_no_crowded_ticks():
     """06's x labels clipped into each other: "0" and "10^0" sat side by side on the symlog step axis."""
     import matplotlib.pyplot as plt

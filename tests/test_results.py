@@ -220,6 +220,18 @@ def test_precursor_table_reports_both_readings_with_intervals():
     assert row["median_gap_share"] == 0.5
 
 
+def test_precursor_table_orders_levels_and_classes_from_easy_to_hard():
+    """The level table came out medium, easy, hard: "easy" is both a level and a class."""
+    summary = _summary(["hard", "easy", "hard", "easy"], [True] * 4, [True] * 4)
+    summary["level"] = ["hard", "medium", "easy", "easy"]
+    summary["acquisition_step"] = pd.array([1000, 400, 900, 100], dtype="Int64")
+    summary["plateau_fraction"] = [0.9, 0.2, 0.9, 0.0]  # classes: hard, intermediate, hard, easy
+    assert results.precursor_table(summary, by="level", measures=["rankme"])["level"].tolist() == [
+        "easy", "medium", "hard"]
+    assert results.precursor_table(summary, measures=["rankme"])["difficulty"].tolist() == [
+        "easy", "intermediate", "hard"]
+
+
 def test_timing_prediction_rank_correlation_with_bootstrap_ci():
     acq = np.array([100, 300, 200, 500, 400, 600])
     table = pd.DataFrame({"acquisition_step": acq, "llc_transition_step": acq - 50,
@@ -230,6 +242,34 @@ def test_timing_prediction_rank_correlation_with_bootstrap_ci():
     assert down["rho"] == pytest.approx(-1.0) and down["ci_high"] == pytest.approx(-1.0)
     assert np.isnan(results.timing_prediction(table, "grad_rank")["rho"])  # constant: undefined
     assert results.timing_prediction(table, "hessian_top")["runs"] == 0
+
+
+def test_memorisation_table_known_both_ways():
+    """A measure that rises with train accuracy (grokking-like run) vs one that rises well before it."""
+    summary = pd.DataFrame({
+        "task": ["mod"] * 3, "level": ["medium"] * 3, "size": ["405k"] * 3, "seed": [0, 1, 2],
+        "acquisition_step": pd.array([1000, 400, None], dtype="Int64"),
+        "train_accuracy_transition_step": [300, 400, 50], "train_accuracy_gap_checkpoints": [10, 0, None],
+        "train_accuracy_gap_share": [0.7, 0.0, None],
+        "rankme_after_floor_transition_step": [290, 100, 40], "rankme_after_floor_gap_checkpoints": [11, 12, None]})
+    table = results.memorisation_table(summary)
+    assert table["seed"].tolist() == [0, 1]  # the run never acquired has no lead
+    grok, plain = table.iloc[0], table.iloc[1]
+    assert grok["memorises_first"] and grok["with_train_accuracy"] and not grok["leads_train_accuracy"]
+    assert grok["measure_minus_train"] == -1 and grok["train_lead_share"] == 0.7
+    assert not plain["memorises_first"] and not plain["with_train_accuracy"] and plain["leads_train_accuracy"]
+    assert plain["measure_minus_train"] == -12
+    # a table without the columns (e.g. no train accuracy recorded): empty, with the columns
+    assert results.memorisation_table(summary.drop(columns="train_accuracy_gap_checkpoints")).empty
+
+
+def test_rate_and_timing_texts_say_the_count_or_why_not():
+    low, high = results.wilson_interval(3, 4)
+    assert results.rate_text(3, 4) == f"3/4 (95% CI {low:.2f}-{high:.2f})"
+    assert results.rate_text(0, 0) == "none of 0 runs"
+    defined = {"rho": 0.5, "ci_low": -0.25, "ci_high": 0.75, "runs": 7}
+    assert results.timing_text(defined) == "0.50 (95% CI -0.25 to 0.75, 7 runs)"
+    assert results.timing_text({**defined, "rho": np.nan, "runs": 2}).startswith("undefined (2 runs")
 
 
 def test_verdict_rules_c1_c2_c3_c8():

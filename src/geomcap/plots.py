@@ -266,6 +266,57 @@ def gap_by_level(summary, classes, measure: str = "rankme"):
     return fig
 
 
+CLASS_COLORS = {"easy": "C2", "intermediate": "C1", "hard": "C3", "not acquired": "0.6"}
+
+
+def lead_strips(summary, measures, groups, title: str = "class"):
+    """Each measure's lead over acquisition per run, in checkpoints (left, symlog) and as a share of
+    the acquisition step (right), one column per measure, coloured by ``groups`` (a Series aligned with
+    ``summary``: a difficulty class or a level). Points above 0 lead; the dashed line on the left is the
+    paper's reading (a lead of :data:`geomcap.events.MIN_LEAD_CHECKPOINTS` checkpoints). Measures
+    without a ``<m>_gap_checkpoints`` column, or without any defined value, are left out; draws nothing
+    but the axes (and says so) when none is left."""
+    import pandas as pd
+
+    set_style()
+    rows = []
+    for measure in measures:
+        if f"{measure}_gap_checkpoints" not in summary:
+            continue
+        ckpt = pd.to_numeric(summary[f"{measure}_gap_checkpoints"], errors="coerce")
+        share = pd.to_numeric(summary.get(f"{measure}_gap_share", pd.Series(np.nan, index=summary.index)),
+                              errors="coerce")
+        for c, s, g in zip(ckpt, share, pd.Series(groups).to_numpy()):
+            if pd.notna(c):
+                rows.append({"measure": measure, "checkpoints": float(c), "share": float(s), "group": g})
+    data = pd.DataFrame(rows, columns=["measure", "checkpoints", "share", "group"])
+    fig, (ax_c, ax_s) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    present = set(data["group"])
+    # easy -> hard, in the classes' order or the levels' ("easy" and "hard" name both); else by name
+    names = next((list(n) for n in (CLASS_COLORS, LEVEL_COLORS) if present <= set(n)), sorted(present, key=str))
+    order = [g for g in names if g in present]
+    palette = {g: CLASS_COLORS.get(g, LEVEL_COLORS.get(g, "0.3")) for g in order}
+    for ax, column in ((ax_c, "checkpoints"), (ax_s, "share")):
+        if len(data):
+            sns.stripplot(data=data, x="measure", y=column, hue="group", hue_order=order, palette=palette,
+                          dodge=True, jitter=0.2, size=4, ax=ax, legend=ax is ax_s)
+        else:
+            ax.text(0.5, 0.5, "no measure with a defined lead", ha="center", va="center", transform=ax.transAxes)
+        ax.axhline(0, color="0.3", linewidth=1)
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+    ax_c.set_yscale("symlog", linthresh=2)
+    ax_c.axhline(events.MIN_LEAD_CHECKPOINTS, color=PAPER_COLOR, linestyle="--", linewidth=1)
+    ax_c.set_ylabel("lead over acquisition (checkpoints)\n> 0: the measure's transition first")
+    ax_s.set_ylabel("lead / acquisition step")
+    if ax_s.get_legend() is not None:
+        ax_s.legend(title=title, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
 SIZE_COLORS = ("C0", "C3", "C2", "C4", "C1", "C5")
 
 

@@ -797,6 +797,23 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
+def rate_text(k: int, n: int) -> str:
+    """A count as the book's prose quotes it: ``"k/n (95% CI low-high)"`` (Wilson interval,
+    :func:`wilson_interval`), or ``"none of 0 runs"`` when there is nothing to count."""
+    if not n:
+        return "none of 0 runs"
+    low, high = wilson_interval(int(k), int(n))
+    return f"{int(k)}/{int(n)} (95% CI {low:.2f}-{high:.2f})"
+
+
+def timing_text(timing: dict) -> str:
+    """A :func:`timing_prediction` as the book's prose quotes it: ``"rho (95% CI low to high, n runs)"``,
+    or why it is undefined."""
+    if not np.isfinite(timing["rho"]):
+        return (f"undefined ({timing['runs']} runs with a defined transition: at least 3 that differ are needed)")
+    return f"{timing['rho']:.2f} (95% CI {timing['ci_low']:.2f} to {timing['ci_high']:.2f}, {timing['runs']} runs)"
+
+
 def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_MEASURES) -> pd.DataFrame:
     """Per measure and group, both readings of "precursor" over the acquired runs where the measure
     was recorded.
@@ -811,7 +828,8 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_M
     """
     groups = difficulty_class(summary) if by == "difficulty" else summary[by]
     rows = []
-    order = {name: i for i, name in enumerate((*LEVELS, *DIFFICULTY_CLASSES))}  # easy -> hard, others by name
+    # easy -> hard (the classes' order, or the levels'), others by name; "easy" and "hard" name both
+    order = {name: i for i, name in enumerate(DIFFICULTY_CLASSES if by == "difficulty" else LEVELS)}
     ordered_groups = sorted(groups.dropna().unique(), key=lambda g: (order.get(g, len(order)), g))
     for measure in measures:
         column = f"{measure}_is_precursor"
@@ -867,6 +885,48 @@ def timing_prediction(summary: pd.DataFrame, measure: str = "rankme", n_boot: in
         out["ci_low"], out["ci_high"] = (float(np.quantile(boots, q)) for q in ((1 - level) / 2, (1 + level) / 2))
     out["n_boot"] = int(boots.size)
     return out
+
+
+def memorisation_table(summary: pd.DataFrame, measure: str = RANKME_AFTER_FLOOR,
+                       min_lead: int = events.MIN_LEAD_CHECKPOINTS) -> pd.DataFrame:
+    """Does a measure move with memorisation (train accuracy) rather than ahead of generalisation?
+
+    Per acquired run of ``summary`` (:func:`summary_table`) where both transitions are defined:
+    the train accuracy's transition and ``measure``'s, each with its lead over acquisition in
+    checkpoints (``<m>_gap_checkpoints``, counted on the run's checkpoint grid), and their
+    difference. All counts are checkpoints; shares are of the acquisition step.
+
+    Returns
+    -------
+    DataFrame
+        :data:`RUN_KEYS`, ``acquisition_step``, ``train_step``, ``measure_step`` (transition steps),
+        ``train_lead`` and ``measure_lead`` (checkpoints before acquisition), ``train_lead_share``
+        (share of the acquisition step), ``measure_minus_train`` (checkpoints from the train
+        accuracy's transition to the measure's; negative: the measure first),
+        ``memorises_first`` (train accuracy leads acquisition by >= ``min_lead`` checkpoints: the
+        grokking-like order), ``with_train_accuracy`` (|measure_minus_train| < ``min_lead``),
+        ``leads_train_accuracy`` (measure_minus_train <= -``min_lead``).
+    """
+    columns = [*RUN_KEYS, "acquisition_step", "train_step", "measure_step", "train_lead", "measure_lead",
+               "train_lead_share", "measure_minus_train", "memorises_first", "with_train_accuracy",
+               "leads_train_accuracy"]
+    needed = ["acquisition_step", "train_accuracy_gap_checkpoints", f"{measure}_gap_checkpoints"]
+    if summary.empty or any(c not in summary for c in needed):
+        return pd.DataFrame(columns=columns)
+    num = lambda c: pd.to_numeric(summary[c], errors="coerce").astype(float)  # noqa: E731
+    table = summary[list(RUN_KEYS)].assign(
+        acquisition_step=num("acquisition_step"), train_step=num("train_accuracy_transition_step"),
+        measure_step=num(f"{measure}_transition_step"), train_lead=num("train_accuracy_gap_checkpoints"),
+        measure_lead=num(f"{measure}_gap_checkpoints"), train_lead_share=num("train_accuracy_gap_share"))
+    table = table.dropna(subset=["acquisition_step", "train_lead", "measure_lead"])
+    table["measure_minus_train"] = table["train_lead"] - table["measure_lead"]
+    table["memorises_first"] = table["train_lead"] >= min_lead
+    table["with_train_accuracy"] = table["measure_minus_train"].abs() < min_lead
+    table["leads_train_accuracy"] = table["measure_minus_train"] <= -min_lead
+    for column in ("acquisition_step", "train_step", "measure_step", "train_lead", "measure_lead",
+                   "measure_minus_train"):
+        table[column] = table[column].astype("Int64")
+    return table[columns].reset_index(drop=True)
 
 
 def events_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
