@@ -460,7 +460,9 @@ def test_level_table_and_grid_goals_from_behaviour():
 
     summary = pd.DataFrame(runs("copy", "easy", [40, 50, 60], 0.0) + runs("add", "hard", [900, 1200, None], 0.8)
                            + runs("mul", "hard", [2000, None, None], 0.9) + runs("mod", "hard", [800, 700, 900], 0.2))
-    levels = results.level_table(summary).set_index(["task", "level"])
+    table = results.level_table(summary)
+    assert list(zip(table["task"], table["level"]))[:2] == [("add", "hard"), ("copy", "easy")]  # by task, then level
+    levels = table.set_index(["task", "level"])
     assert levels.loc[("copy", "easy"), "class"] == "easy" and levels.loc[("copy", "easy"), "goal_met"]
     assert levels.loc[("add", "hard"), ["acquired", "hard", "class"]].tolist() == [2, 2, "hard"]
     assert levels.loc[("add", "hard"), "goal_met"] and not levels.loc[("mul", "hard"), "goal_met"]

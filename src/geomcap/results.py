@@ -745,7 +745,7 @@ HARD_TASKS_GOAL = 3
 def level_table(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per task x level x size: how its runs behaved, from behaviour alone.
 
-    Columns: ``runs``, ``acquired`` (runs acquired), ``median_acquisition_step``,
+    Rows by preset (in ``summary``'s order), task, then level (easy, medium, hard). Columns: ``runs``, ``acquired`` (runs acquired), ``median_acquisition_step``,
     ``median_plateau_fraction`` (over acquired runs), ``hard`` / ``easy`` (runs of
     that :func:`difficulty_class`), ``class`` (the class most of its runs got;
     ties: the later of :data:`DIFFICULTY_CLASSES`' order easy, intermediate, hard,
@@ -767,7 +767,10 @@ def level_table(summary: pd.DataFrame) -> pd.DataFrame:
                      "goal_met": len(acquired) >= ACQUIRED_SHARE_GOAL * len(group)})
     columns = ["task", "level", "size", "runs", "acquired", "median_acquisition_step", "median_plateau_fraction",
                "hard", "easy", "class", "goal_met"]
-    return pd.DataFrame(rows, columns=columns)
+    table = pd.DataFrame(rows, columns=columns)
+    order = {"size": list(dict.fromkeys(summary["size"])), "level": list(LEVELS)}  # presets as given, levels by name
+    return table.sort_values(["size", "task", "level"], key=lambda c: c.map(
+        {v: i for i, v in enumerate(order[c.name])}) if c.name in order else c, kind="stable").reset_index(drop=True)
 
 
 def grid_goals(levels: pd.DataFrame, size: str) -> dict:
@@ -899,13 +902,13 @@ def memorisation_table(summary: pd.DataFrame, measure: str = RANKME_AFTER_FLOOR,
     Returns
     -------
     DataFrame
-        :data:`RUN_KEYS`, ``acquisition_step``, ``train_step``, ``measure_step`` (transition steps),
+        task, level, size, seed, ``acquisition_step``, ``train_step``, ``measure_step`` (transition steps),
         ``train_lead`` and ``measure_lead`` (checkpoints before acquisition), ``train_lead_share``
         (share of the acquisition step), ``measure_minus_train`` (checkpoints from the train
         accuracy's transition to the measure's; negative: the measure first),
         ``memorises_first`` (train accuracy leads acquisition by >= ``min_lead`` checkpoints: the
-        grokking-like order), ``with_train_accuracy`` (|measure_minus_train| < ``min_lead``),
-        ``leads_train_accuracy`` (measure_minus_train <= -``min_lead``).
+        grokking-like order), ``with_train_accuracy`` (``abs(measure_minus_train) < min_lead``),
+        ``leads_train_accuracy`` (``measure_minus_train <= -min_lead``).
     """
     columns = [*RUN_KEYS, "acquisition_step", "train_step", "measure_step", "train_lead", "measure_lead",
                "train_lead_share", "measure_minus_train", "memorises_first", "with_train_accuracy",
