@@ -189,9 +189,10 @@ def run_majority_rate(config: dict) -> float:
 
 @lru_cache(maxsize=1)
 def _code_fingerprint() -> str:
-    """SHA-1 of every module of the package: a cached summary is reused only by the code that made it."""
+    """SHA-1 of every module of the package and of numpy's and pandas' versions: a cached summary is reused
+    only by the code that made it."""
     package = Path(__file__).resolve().parent
-    digest = hashlib.sha1()
+    digest = hashlib.sha1(f"numpy {np.__version__} pandas {pd.__version__}".encode())
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
