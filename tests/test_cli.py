@@ -11,6 +11,20 @@ def run(*args):
     return subprocess.run(GEOMCAP + list(args), capture_output=True, text=True)
 
 
+def run_in_process(capsys, *args):
+    """``geomcap ARGS`` through ``cli.main`` in this process: (exit code, stdout, stderr). For the many
+    bad-input cases, which fail before any work (a subprocess per case mostly timed torch's import);
+    the first case of each group also runs as a real process."""
+    from geomcap import cli
+
+    try:
+        code = cli.main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def test_presets_lists_six_sizes_and_the_depth_variants():
     out = run("presets")
     assert out.returncode == 0
@@ -35,12 +49,15 @@ def test_presets_lists_six_sizes_and_the_depth_variants():
     (["--task", "copy", "--level", "easy", "--seed", str(2**70)], "seed must be an integer in [0, 4294967295]"),
     (["--task", "copy", "--level", "easy", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
 ])
-def test_bad_input_gives_one_line_and_exit_2_and_writes_nothing(tmp_path, args, fragment):
+def test_bad_input_gives_one_line_and_exit_2_and_writes_nothing(tmp_path, capsys, args, fragment):
     out_dir = tmp_path / "run"
-    result = run("train", *args, "--out", str(out_dir))
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    code, _, err = run_in_process(capsys, "train", *args, "--out", out_dir)
+    assert code == 2
+    assert err.count("\n") == 1 and fragment in err, err
     assert not out_dir.exists()
+    if args[1] == "nope":  # one case as a real process: exit status and stderr as a shell sees them
+        result = run("train", *args, "--out", str(out_dir))
+        assert (result.returncode, result.stderr) == (2, err) and not out_dir.exists()
 
 
 def test_unwritable_out_dir(tmp_path):
@@ -73,11 +90,15 @@ def test_train_then_show(tmp_path):
     ("warmup_steps=ten", "--set warmup_steps: 'ten' is not an integer"),
     ("answer_order=lsd", "answer_order 'lsd' applies to add, mod, mul only, not 'copy'"),
 ])
-def test_sweep_bad_setting_is_one_line_exit_2(tmp_path, setting, fragment):
-    result = run("sweep", "--tasks", "copy", "--levels", "easy", "--set", setting, "--root", str(tmp_path / "runs"))
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+def test_sweep_bad_setting_is_one_line_exit_2(tmp_path, capsys, setting, fragment):
+    args = ["sweep", "--tasks", "copy", "--levels", "easy", "--set", setting, "--root", str(tmp_path / "runs")]
+    code, _, err = run_in_process(capsys, *args)
+    assert code == 2
+    assert err.count("\n") == 1 and fragment in err, err
     assert not (tmp_path / "runs").exists()
+    if setting == "lr":  # one case as a real process
+        result = run(*args)
+        assert (result.returncode, result.stderr) == (2, err) and not (tmp_path / "runs").exists()
 
 
 def _tiny_run(tmp_path):
@@ -155,16 +176,20 @@ def test_empty_out_is_refused(tmp_path):
     (["--steps", "easy=1,medium=2,hard=x"], "--steps: 'x' is not an integer"),
     (["--root", ""], "--root is empty"),
 ])
-def test_sweep_bad_option_is_one_line_exit_2(tmp_path, options, fragment):
+def test_sweep_bad_option_is_one_line_exit_2(tmp_path, capsys, monkeypatch, options, fragment):
     """These ran nothing with exit 0, or failed inside the workers, or gave an int() error not naming the option."""
     args = {"--tasks": "copy", "--levels": "easy", "--root": str(tmp_path / "runs")}
     for flag, value in zip(options[::2], options[1::2]):
         args[flag] = value
-    result = subprocess.run(GEOMCAP + ["sweep"] + [w for kv in args.items() for w in kv],
-                            capture_output=True, text=True, cwd=tmp_path)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+    argv = ["sweep"] + [w for kv in args.items() for w in kv]
+    monkeypatch.chdir(tmp_path)  # an empty --root would write into the current directory
+    code, out, err = run_in_process(capsys, *argv)
+    assert code == 2, out + err
+    assert err.count("\n") == 1 and fragment in err, err
     assert list(tmp_path.iterdir()) == []
+    if options[0] == "--root":  # one case as a real process, in its own working directory
+        result = subprocess.run(GEOMCAP + argv, capture_output=True, text=True, cwd=tmp_path)
+        assert (result.returncode, result.stderr) == (2, err) and list(tmp_path.iterdir()) == []
 
 
 def test_train_from_a_recorded_config_reruns_it_exactly(tmp_path):
