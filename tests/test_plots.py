@@ -93,17 +93,6 @@ def test_collapse_grid_legend_orders_levels_and_labels_the_paper_line():
                for i, x in enumerate(colours) for y in colours[i + 1:]) > 0.25  # orange vs vermilion: 0.20
 
 
-def test_precursor_gaps_legend_is_outside_the_axes():
-    import pandas as pd
-
-    summary = pd.DataFrame({"rankme_gap_steps": [10, -5, 30], "llc_gap_steps": [3, 8, -2]})
-    fig = plots.precursor_gaps(summary, ["rankme", "llc"], pd.Series(["hard", "easy", "hard"]))
-    ax = fig.axes[0]
-    fig.canvas.draw()
-    legend_box = ax.get_legend().get_window_extent()
-    assert legend_box.x0 >= ax.get_window_extent().x1  # to the right of the plotting area: covers no point
-
-
 def test_lead_strips_draws_each_defined_lead_in_checkpoints_and_shares():
     import pandas as pd
 

@@ -208,64 +208,6 @@ def probe_curves(metrics, runs, ncols: int = 4):
     return fig
 
 
-def _symlog_gap_axis(ax):
-    """A zero line and a symlog y axis for gaps in steps, with room for the extreme markers."""
-    ax.axhline(0, color="0.3", linewidth=1)
-    ax.set_yscale("symlog", linthresh=10)
-    bottom, top = ax.get_ylim()
-    ax.set_ylim(bottom * 3 if bottom < 0 else bottom, top * 3 if top > 0 else top)
-
-
-def precursor_gaps(summary, measures, classes):
-    """Gap (acquisition step - the measure's transition step) per run, one column per measure,
-    coloured by difficulty class; points above 0 are precursors. symlog y axis (steps)."""
-    import pandas as pd
-
-    set_style()
-    rows = []
-    for measure in measures:
-        column = f"{measure}_gap_steps"
-        if column not in summary:
-            continue
-        for gap, cls in zip(pd.to_numeric(summary[column], errors="coerce"), classes):
-            if pd.notna(gap):
-                rows.append({"measure": measure, "gap": gap, "class": cls})
-    data = pd.DataFrame(rows, columns=["measure", "gap", "class"])
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    if len(data):
-        sns.stripplot(data=data, x="measure", y="gap", hue="class", dodge=True, jitter=0.2, ax=ax,
-                      palette={"hard": "C3", "intermediate": "C1", "easy": "C2", "not acquired": "0.6"})
-        ax.legend(title="class", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the axes: covers no point
-    _symlog_gap_axis(ax)
-    ax.set_ylabel("acquisition - transition (steps)\n> 0: the measure leads")
-    ax.set_xlabel("")
-    ax.tick_params(axis="x", labelrotation=20)
-    for label in ax.get_xticklabels():
-        label.set_horizontalalignment("right")
-    fig.tight_layout()
-    return fig
-
-
-def gap_by_level(summary, classes, measure: str = "rankme"):
-    """The measure's precursor gap (acquisition - transition, steps) against the task level,
-    one marker per run, shape by preset and colour by the data's difficulty class."""
-    import pandas as pd
-
-    set_style()
-    data = summary.assign(gap=pd.to_numeric(summary[f"{measure}_gap_steps"], errors="coerce"),
-                          difficulty=classes.values).dropna(subset=["gap"])
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    if len(data):
-        sns.stripplot(data=data, x="level", y="gap", hue="difficulty", order=["easy", "medium", "hard"],
-                      palette={"hard": "C3", "intermediate": "C1", "easy": "C2", "not acquired": "0.6"}, jitter=0.25, ax=ax, size=6)
-    _symlog_gap_axis(ax)
-    ax.set_xlabel("task level")
-    ax.set_ylabel(f"{measure} gap (steps)\n> 0: {measure} leads acquisition")
-    ax.legend(title="from the data", fontsize="small")
-    fig.tight_layout()
-    return fig
-
-
 CLASS_COLORS = {"easy": "C2", "intermediate": "C1", "hard": "C3", "not acquired": "0.6"}
 
 
