@@ -196,16 +196,23 @@ def probe_curves(metrics, runs, ncols: int = 4):
         _step_axis(ax, steps)
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
-    unique = {}  # every panel's entries once: the deepest run's layers too, probe layers in depth order
-    for ax in axes.flat:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            unique.setdefault(label, handle)
+    unique = _legend_entries(axes.flat)  # the deepest run's layers too; probe layers in depth order
     labels = sorted((lb for lb in unique if lb.startswith("probe")), key=lambda lb: int(lb.rsplit(" ", 1)[1]))
     labels += [lb for lb in unique if not lb.startswith("probe")]
     fig.legend([unique[lb] for lb in labels], labels, loc="upper center", ncol=min(5, len(labels)),
                bbox_to_anchor=(0.5, 1.03), fontsize="small")
     fig.tight_layout(rect=(0, 0, 1, 0.94 - 0.03 * (len(labels) > 5)))
     return fig
+
+
+def _legend_entries(axes) -> dict:
+    """label -> handle over every panel, each label once, in the order first drawn (one figure legend
+    for panels whose runs draw different entries)."""
+    unique = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            unique.setdefault(label, handle)
+    return unique
 
 
 CLASS_COLORS = {"easy": "C2", "intermediate": "C1", "hard": "C3", "not acquired": "0.6"}
@@ -546,10 +553,7 @@ def layer_collapse_steps(by_series, ncols: int = 3):
         ax.set_yscale("log")
         ax.set_xlabel("layer (1 = first block)")
         ax.set_ylabel("half-drop step" if ax in axes[:, 0] else "")
-    unique = {}
-    for ax in used:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            unique.setdefault(label, handle)
+    unique = _legend_entries(used)
     fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=min(8, len(unique)),
                bbox_to_anchor=(0.5, 1.04), fontsize="small")
     fig.tight_layout(rect=(0, 0, 1, 0.92))
