@@ -1,4 +1,6 @@
 """Tables across runs: loading, filtering, summaries, parameter validation."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -551,3 +553,38 @@ def test_top_down_by_series_known_both_ways():
     # a run without the mean energy share has no row for it
     no_share = metrics[~metrics["measure"].str.startswith("mean_energy")]
     assert list(results.top_down_by_series(no_share, runs)["series"]) == ["rankme", "rankme_centred"]
+
+
+def test_a_setting_measured_twice_counts_once(store_root, tmp_path):
+    """The grid re-runs a seed with the costly measures: same training, more measures. Loaded runs keep
+    that run once (the one with more measures), so no seed is counted twice and presets still pair;
+    runs that differ in anything that changes training (here the seed, or the learning rate) all stay."""
+    import json
+    import shutil
+
+    from geomcap.train import TrainConfig
+
+    plain = results.load_runs(store_root, task="copy", seed=0).iloc[0]
+    config = json.loads((Path(plain.path) / store.CONFIG_FILE).read_text())
+
+    def copy_as(**changes):
+        new = {**config, **changes}
+        target = store.run_dir_for(new, tmp_path)
+        shutil.copytree(plain.path, target)
+        (target / store.CONFIG_FILE).write_text(json.dumps(new))
+        return target.name
+
+    measured = copy_as(measures=["grad_rank", "llc"], costly_every=2, dynamics_size=32, hessian_warm_start=True)
+    fewer = copy_as(measures=["grad_rank"])
+    other_lr = copy_as(lr=config["lr"] / 2)
+    shutil.copytree(plain.path, tmp_path / plain.run)
+    assert set(TrainConfig.from_dict(config).to_dict()) >= {"lr", "measures", "costly_every"}
+
+    every = results.load_runs(tmp_path, one_per_setting=False)
+    assert len(every) == 4
+    kept = results.load_runs(tmp_path)
+    assert sorted(kept["run"]) == sorted([measured, other_lr])
+    assert results.run_index(tmp_path)["run"].nunique() == 4  # the index lists every run that trained
+    results.check_one_run_per_key(kept[kept["lr"] == config["lr"]], ["task", "level", "seed", "steps"])
+    with pytest.raises(ValueError, match="share task, level, seed, steps"):
+        results.check_one_run_per_key(every[every["lr"] == config["lr"]], ["task", "level", "seed", "steps"])

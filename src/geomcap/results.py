@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import os
 import pickle
 from dataclasses import asdict
@@ -30,23 +31,28 @@ import pandas as pd
 from geomcap import events, measures, paper, store
 from geomcap.parameters import ParameterError
 from geomcap.tasks import LEVELS, chance_accuracy, make_task
-from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT
+from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT, MEASUREMENT_ONLY_FIELDS
 
 RUN_KEYS = ("task", "level", "size", "seed")
 
 
-def load_runs(root=None, complete_only: bool = True, **filters) -> pd.DataFrame:
+def load_runs(root=None, complete_only: bool = True, one_per_setting: bool = True, **filters) -> pd.DataFrame:
     """One row per run directory under ``root``: its config and path. ``root`` None: the committed
     runs (:func:`geomcap.store.committed_data` ``("runs")``).
 
-    ``filters`` keep rows whose column equals the value, or is in it when a
-    list/tuple is given, e.g. ``load_runs(task="mod", level=["easy", "hard"])``.
+    ``one_per_setting``: runs that trained the same model and differ only in what they measured
+    (:data:`geomcap.train.MEASUREMENT_ONLY_FIELDS`, e.g. the grid's plain run of a seed and its
+    re-run with the costly measures) count once: :func:`one_run_per_setting`. ``filters`` keep
+    rows whose column equals the value, or is in it when a list/tuple is given, e.g.
+    ``load_runs(task="mod", level=["easy", "hard"])``.
     """
     runs = store.list_runs(store.committed_data("runs") if root is None else root)
     if runs.empty:
         return runs
     if complete_only:
         runs = runs[runs["complete"]]
+    if one_per_setting:
+        runs = one_run_per_setting(runs)
     for key, value in filters.items():
         if value is None:
             continue
@@ -54,6 +60,28 @@ def load_runs(root=None, complete_only: bool = True, **filters) -> pd.DataFrame:
             raise KeyError(f"unknown run field {key!r}; fields: {', '.join(runs.columns)}")
         runs = runs[runs[key].isin(value if isinstance(value, (list, tuple, set)) else [value])]
     return runs.sort_values(list(RUN_KEYS)).reset_index(drop=True)
+
+
+def one_run_per_setting(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` (rows of :func:`geomcap.store.list_runs`) with one row per training setting: among
+    runs whose configs agree on every field but :data:`geomcap.train.MEASUREMENT_ONLY_FIELDS`, the
+    one with the most measures is kept (ties: the first run id). Their shared metrics are equal
+    by construction, so dropping the others loses nothing, and a seed is not counted twice."""
+    if runs.empty:
+        return runs
+    setting_columns = [c for c in runs.columns if c not in ("run", "path", "complete", *MEASUREMENT_ONLY_FIELDS)]
+    # dicts (task_params) and lists are not hashable; their JSON text is, and absent fields (NaN) read as null
+    setting = runs[setting_columns].apply(
+        lambda row: json.dumps([None if _is_missing(v) else v for v in row], sort_keys=True, default=str), axis=1)
+    n_measures = runs.get("measures", pd.Series(0, index=runs.index)).apply(
+        lambda m: len(m) if isinstance(m, (list, tuple)) else 0)
+    order = pd.DataFrame({"setting": setting, "n_measures": n_measures, "run": runs["run"]})
+    order = order.sort_values(["setting", "n_measures", "run"], ascending=[True, False, True])
+    return runs.loc[sorted(order.drop_duplicates("setting").index)]
+
+
+def _is_missing(value) -> bool:
+    return not isinstance(value, (list, tuple, dict, str)) and pd.isna(value)
 
 
 def load_metrics(runs: pd.DataFrame, measures=None) -> pd.DataFrame:
@@ -70,8 +98,9 @@ def load_metrics(runs: pd.DataFrame, measures=None) -> pd.DataFrame:
 
 
 def run_index(root=None) -> pd.DataFrame:
-    """One row per complete run: task, level, size, seed, steps, measures, wall time and throughput."""
-    runs = load_runs(root)
+    """One row per complete run (every one that trained, so a setting run twice is listed twice):
+    task, level, size, seed, steps, measures, wall time and throughput."""
+    runs = load_runs(root, one_per_setting=False)
     rows = []
     for row in runs.itertuples():
         status = store.read_status(row.path) or {}

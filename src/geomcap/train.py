@@ -90,6 +90,9 @@ DEFAULT_LEVEL_STEPS = {"easy": 2000, "medium": 4000, "hard": 8000}
 #: :data:`DEFAULT_LEVEL_STEPS` as text, as ``--steps`` and the notebooks' ``steps`` parameter write it
 DEFAULT_LEVEL_STEPS_TEXT = ",".join(f"{level}:{steps}" for level, steps in DEFAULT_LEVEL_STEPS.items())
 DEFAULT_WEIGHT_DECAY = 0.1
+#: config fields that choose what is measured, never how the model trains: two runs whose configs
+#: differ only in these trained the same model (``test_costly_measures_leave_the_training_metrics_unchanged``)
+MEASUREMENT_ONLY_FIELDS = ("measures", "costly_every", "dynamics_size", "hessian_warm_start")
 
 
 @dataclass(frozen=True)
