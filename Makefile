@@ -23,8 +23,12 @@ browser:
 # notebook and page at its defaults, and a cell that raises fails the build (allow_errors: false,
 # nb_execution_raise_on_error in _config.yml), hence the test. No separate nbval pass, which would
 # execute every notebook a second time to check the same thing.
+# Two pytest workers, one test file each at a time (a module's fixtures are built once): the book build,
+# mostly one process, runs beside the other files. One torch/OpenMP thread per worker, so that the two
+# workers do not fight over the cores.
+TEST_WORKERS ?= 2
 test: setup browser
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The main job: execute the notebooks at their defaults (cached: an unchanged notebook is not
 # re-executed) and build the HTML book into _build/html, Sphinx warnings as errors. The cache keys
