@@ -11,3 +11,9 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The book build (tests/test_book.py, minutes, one process) first: with two xdist workers taking
+    whole files in collection order, it then runs beside every other file instead of after them."""
+    items.sort(key=lambda item: item.path.name != "test_book.py")
