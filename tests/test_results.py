@@ -199,10 +199,20 @@ def test_claims_c5_c6_known_both_ways():
     shaped = _summary(classes, [False] * 4 + [True] * 4, [False] * 4 + [True] * 4)
     shaped["rankme_transition_step"] = [10, 20, 30, 40, 700, 800, 900, 1000]
     shaped["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
+    shaped["llc_is_precursor"] = [None] * 4 + [False] * 4  # the LLC never leads (the paper's 0/24)
     c5, c6 = results.claim_c5(shaped), results.claim_c6(shaped)
     assert c5["verdict"] == "reproduced" and c5["value"] == 1.0
     assert "4/4 lead acquisition" in c5["ours"] and "4/4 lead the test loss" in c5["ours"]
+    assert "the LLC half: tested (4 hard run(s)" in c5["ours"]
     assert c6["verdict"] == "reproduced" and c6["value"] == 1.0
+    # the claim's LLC half: an LLC that leads, or one recorded on fewer than MIN_RUNS hard runs, or none at all,
+    # leaves RankMe's half alone: partly reproduced
+    leading = shaped.assign(llc_is_precursor=[None] * 4 + [True] * 4)
+    too_few = shaped.assign(llc_is_precursor=[None] * 6 + [False] * 2)
+    assert results.claim_c5(leading)["verdict"] == "partly reproduced"
+    assert results.claim_c5(too_few)["verdict"] == "partly reproduced"
+    assert "the LLC half: untested (2 hard run(s)" in results.claim_c5(too_few)["ours"]
+    assert results.claim_c5(shaped.drop(columns="llc_is_precursor"))["verdict"] == "partly reproduced"
     # a measure that fires on every run (e.g. on the early collapse): C6 fails; C5 only partly (its
     # timing does not predict acquisition: transitions in the reverse order of acquisitions)
     flat = _summary(classes, [True] * 8, [False] * 8)
@@ -588,3 +598,90 @@ def test_a_setting_measured_twice_counts_once(store_root, tmp_path):
     results.check_one_run_per_key(kept[kept["lr"] == config["lr"]], ["task", "level", "seed", "steps"])
     with pytest.raises(ValueError, match="share task, level, seed, steps"):
         results.check_one_run_per_key(every[every["lr"] == config["lr"]], ["task", "level", "seed", "steps"])
+
+
+def _by_class(rankme, test_loss, leads_loss=None):
+    """A precursor table by difficulty from {class: (k, n)} counts of RankMe and of the test loss."""
+    rows = []
+    for measure, counts in (("rankme", rankme), ("test_loss", test_loss)):
+        for group, (k, n) in counts.items():
+            defined = (leads_loss or {}).get(group, (0, 0)) if measure == "rankme" else (0, 0)
+            rows.append({"measure": measure, "difficulty": group, "runs": n, "precursor": k,
+                         "leads_test_loss": defined[0], "leads_defined": defined[1]})
+    return pd.DataFrame(rows)
+
+
+def test_group_count_reads_one_measure_in_one_group():
+    table = _by_class({"easy": (1, 4), "hard": (3, 5)}, {"hard": (5, 5)}, {"hard": (2, 4)})
+    assert results.group_count(table, "rankme", "hard") == (3, 5)
+    assert results.group_count(table, "rankme", "hard", k="leads_test_loss", n="leads_defined") == (2, 4)
+    assert results.group_count(table, "test_loss", "easy") == (0, 0)
+    assert results.group_count(pd.DataFrame(), "rankme", "hard") == (0, 0)
+
+
+def test_baseline_comparison_text_known_both_ways():
+    behind = _by_class({"hard": (4, 5)}, {"hard": (5, 5)})
+    ahead = _by_class({"hard": (5, 5)}, {"hard": (2, 5)})
+    assert results.baseline_comparison_text(behind).startswith("Reading (a) does not separate RankMe")
+    assert results.baseline_comparison_text(ahead).startswith("Reading (a) separates RankMe from the test loss")
+    good, poor = {"rho": 0.9}, {"rho": 0.1}
+    assert "adds no prediction" in results.baseline_comparison_text(ahead, timing_after=poor, timing_train=good)
+    assert "predicts acquisition better" in results.baseline_comparison_text(ahead, timing_after=good, timing_train=poor)
+    assert "timing" not in results.baseline_comparison_text(ahead, timing_after={"rho": np.nan}, timing_train=good)
+    assert results.baseline_comparison_text(_by_class({}, {})).startswith("With no acquired hard run")
+
+
+def test_difficulty_contrast_text_known_both_ways():
+    # the paper's shape: easy runs show no precursor, hard runs do, and the test loss does not separate them
+    paper_like = _by_class({"easy": (0, 5), "hard": (5, 5)}, {"easy": (5, 5), "hard": (5, 5)},
+                           {"easy": (0, 5), "hard": (4, 5)})
+    text = results.difficulty_contrast_text(paper_like)
+    assert "+100 points for RankMe and +0 points for the test loss" in text
+    assert "separates the classes more" in text and "Easy runs show no precursor, as the paper says" in text
+    assert "0% of the easy runs and 80% of the hard ones" in text
+    # what the re-run found: a precursor everywhere
+    everywhere = _by_class({"easy": (5, 5), "hard": (5, 5)}, {"easy": (5, 5), "hard": (5, 5)})
+    text = results.difficulty_contrast_text(everywhere)
+    assert "no more than the test loss" in text and "Easy runs show the precursor too" in text
+    assert "cannot be read yet" in results.difficulty_contrast_text(_by_class({"easy": (0, 2), "hard": (5, 5)}, {}))
+
+
+def test_memorisation_texts_known_both_ways():
+    def summary(rankme_lead):  # two mod/medium runs whose train accuracy leads acquisition by 10 checkpoints
+        return pd.DataFrame({
+            "task": "mod", "level": "medium", "size": "405k", "seed": [0, 1],
+            "acquisition_step": pd.array([1000, 900], dtype="Int64"),
+            "train_accuracy_transition_step": [300, 250], "train_accuracy_gap_checkpoints": [10, 10],
+            "train_accuracy_gap_share": [0.7, 0.7],
+            "rankme_after_floor_transition_step": [290, 100], "rankme_after_floor_gap_checkpoints": rankme_lead})
+    text, verdict = results.memorisation_texts(summary([10, 11]))
+    assert verdict.endswith("the first grid's finding holds.") and text.endswith(verdict)
+    assert text.startswith("mod/medium: 2 of 2 runs memorise first")
+    assert results.memorisation_texts(summary([10, 30]))[1].endswith("holds only in part.")
+    no_grokking = summary([10, 11]).assign(train_accuracy_gap_checkpoints=[0, 1])
+    assert "do not behave like grokking" in results.memorisation_texts(no_grokking)[1]
+    text, verdict = results.memorisation_texts(summary([10, 11]).assign(task="add"))
+    assert text == verdict and "cannot be made" in text
+
+
+def test_costly_health_table_counts_flat_chains_and_cost(tmp_path):
+    import json
+
+    rows = [(step, -1, "llc", 5.0) for step in (0, 4, 8)] + [
+        (0, -1, "llc_trace_drift", 0.05), (4, -1, "llc_trace_drift", -0.3), (8, -1, "llc_trace_drift", 0.25),
+        (0, -1, "hessian_residual", 1e-4), (4, -1, "hessian_residual", 2e-3), (8, -1, "hessian_residual", 0.0),
+        (0, -1, "hessian_matvecs", 21), (4, -1, "hessian_matvecs", 30), (8, -1, "hessian_matvecs", 21)]
+    run = tmp_path / "costly"
+    run.mkdir()
+    store.write_metrics(run, rows)
+    (run / "status.json").write_text(json.dumps({"train_s": 100.0, "costly_s": 250.0}))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    runs = pd.DataFrame({"task": "add", "level": "hard", "size": "405k", "seed": [0, 0], "run": ["costly", "plain"],
+                         "path": [str(run), str(plain)], "measures": [["llc", "hessian"], []]})
+    table = results.costly_health_table(runs)
+    assert table["run"].tolist() == ["costly"]  # the plain run recorded nothing costly
+    row = table.iloc[0]
+    assert (row["estimates"], row["llc_not_flat"], row["hessian_median_matvecs"]) == (3, 2, 21)
+    assert row["llc_median_drift"] == pytest.approx(0.25) and row["hessian_max_residual"] == pytest.approx(2e-3)
+    assert row["cost_ratio"] == pytest.approx(2.5)

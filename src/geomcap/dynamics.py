@@ -283,7 +283,7 @@ LLC_DEFAULTS: dict = {
     "num_init_loss_batches": "epoch",
 }
 
-# |trace_drift| above this: the chains have not levelled off.
+#: the LLC chains have not levelled off when the absolute ``trace_drift`` is above this
 LLC_DRIFT_TOLERANCE = 0.2
 
 

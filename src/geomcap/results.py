@@ -111,6 +111,40 @@ def run_index(root=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the columns of :func:`costly_health_table`
+COSTLY_HEALTH_COLUMNS = [*RUN_KEYS, "run", "estimates", "llc_not_flat", "llc_median_drift", "hessian_max_residual",
+                         "hessian_median_matvecs", "train_s", "costly_s", "cost_ratio"]
+
+
+def costly_health_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run of ``runs`` that recorded the costly measures: how many estimates, how healthy, at what cost.
+
+    Columns :data:`COSTLY_HEALTH_COLUMNS`: ``estimates`` (checkpoints with an LLC estimate);
+    ``llc_not_flat`` (estimates whose chains had not levelled off: ``|llc_trace_drift|`` above
+    :data:`geomcap.dynamics.LLC_DRIFT_TOLERANCE`) and ``llc_median_drift`` (of ``|drift|``);
+    ``hessian_max_residual`` (the worst relative Lanczos residual ``||Hv - lambda v|| / lambda``)
+    and ``hessian_median_matvecs`` (Hessian-vector products per estimate); ``train_s`` and
+    ``costly_s`` (seconds, from status.json) and ``cost_ratio = costly_s / train_s``.
+    """
+    from geomcap.dynamics import LLC_DRIFT_TOLERANCE
+
+    rows = []
+    for row in runs.itertuples():
+        if not getattr(row, "measures", None) or not isinstance(row.measures, (list, tuple)):
+            continue
+        m = store.read_metrics(row.path)
+        value = lambda name: m.loc[m["measure"] == name, "value"].astype(float)  # noqa: E731
+        drift = value("llc_trace_drift").abs()
+        status = store.read_status(row.path) or {}
+        train_s, costly_s = status.get("train_s", np.nan), status.get("costly_s", np.nan)
+        rows.append({**{k: getattr(row, k) for k in RUN_KEYS}, "run": row.run, "estimates": int(value("llc").notna().sum()),
+                     "llc_not_flat": int((drift > LLC_DRIFT_TOLERANCE).sum()),
+                     "llc_median_drift": drift.median(), "hessian_max_residual": value("hessian_residual").max(),
+                     "hessian_median_matvecs": value("hessian_matvecs").median(), "train_s": train_s,
+                     "costly_s": costly_s, "cost_ratio": costly_s / train_s if train_s else np.nan})
+    return pd.DataFrame(rows, columns=COSTLY_HEALTH_COLUMNS)
+
+
 def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
     """A flat dict of :func:`geomcap.events.summarize_run` for one run's metrics.
 
@@ -884,6 +918,71 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_M
     return pd.DataFrame(rows)
 
 
+def group_count(table: pd.DataFrame, measure: str, group: str, k: str = "precursor", n: str = "runs",
+                by: str = "difficulty") -> tuple[int, int]:
+    """``(k, n)`` of one measure in one group of a :func:`precursor_table`: by default (runs whose
+    transition leads acquisition, acquired runs); ``k="leads_test_loss", n="leads_defined"`` for the
+    informative reading. ``(0, 0)`` when the table has no such row."""
+    if table.empty:
+        return 0, 0
+    row = table[(table["measure"] == measure) & (table[by] == group)]
+    return (0, 0) if row.empty else (int(row[k].iloc[0]), int(row[n].iloc[0]))
+
+
+def _level_order(level: str) -> tuple:
+    return (LEVELS.index(level) if level in LEVELS else len(LEVELS), level)
+
+
+def _share(count: tuple[int, int]) -> float:
+    return count[0] / count[1] if count[1] else np.nan
+
+
+def baseline_comparison_text(by_class: pd.DataFrame, timing_after: dict | None = None,
+                             timing_train: dict | None = None, measure: str = "rankme") -> str:
+    """What the two readings of C5 say of ``measure`` against behaviour, in words chosen by the numbers.
+
+    Reading (a): does ``measure`` lead acquisition on the hard runs of ``by_class`` (a
+    :func:`precursor_table` by difficulty) more often than the test loss does? Reading (b)'s timing:
+    does its transition read from the floor onward (``timing_after``, a :func:`timing_prediction`)
+    predict acquisition better than the train accuracy's (``timing_train``)?"""
+    k_m, n_m = group_count(by_class, measure, "hard")
+    k_l, n_l = group_count(by_class, "test_loss", "hard")
+    if not n_m:
+        return "With no acquired hard run in this selection, neither reading can be read."
+    text = ("Reading (a) does not separate RankMe from behaviour: the test loss leads acquisition at least as often."
+            if n_l and k_l / n_l >= k_m / n_m else
+            "Reading (a) separates RankMe from the test loss: RankMe leads acquisition more often.")
+    if timing_after and timing_train and np.isfinite(timing_after["rho"]) and np.isfinite(timing_train["rho"]):
+        text += (" The train accuracy's timing predicts acquisition at least as well as RankMe's from its floor "
+                 "onward, so RankMe's timing adds no prediction that behaviour does not already give."
+                 if timing_train["rho"] >= timing_after["rho"] else
+                 " RankMe's timing from its floor onward predicts acquisition better than the train accuracy's.")
+    return text
+
+
+def difficulty_contrast_text(by_class: pd.DataFrame, measure: str = "rankme") -> str:
+    """C6 in words: the hard runs' precursor rate minus the easy runs' for ``measure`` and for the test
+    loss (reading (a)), whether easy runs show the precursor (a rate above ``RATE_LOW``, the C5 and C6 rules' low rate), and
+    reading (b)'s rates. ``by_class``: a :func:`precursor_table` by difficulty."""
+    easy, hard = group_count(by_class, measure, "easy"), group_count(by_class, measure, "hard")
+    if min(easy[1], hard[1]) < MIN_RUNS:
+        return (f"With {easy[1]} easy and {hard[1]} hard acquired runs in this selection (at least {MIN_RUNS} "
+                "of each are needed), the contrast cannot be read yet.")
+    measure_gap = _share(hard) - _share(easy)
+    loss_gap = _share(group_count(by_class, "test_loss", "hard")) - _share(group_count(by_class, "test_loss", "easy"))
+    text = (f"Under reading (a) the hard runs' rate minus the easy runs' is {100 * measure_gap:+.0f} points for "
+            f"RankMe and {100 * loss_gap:+.0f} points for the test loss. ")
+    text += ("RankMe separates the classes no more than the test loss does: what difference there is belongs to "
+             "behaviour, not to geometry. " if measure_gap <= loss_gap else
+             "RankMe separates the classes more than the test loss does. ")
+    text += ("Easy runs show the precursor too, against the paper's \"easy: no precursor\"."
+             if _share(easy) > RATE_LOW else "Easy runs show no precursor, as the paper says.")
+    b_easy, b_hard = (_share(group_count(by_class, measure, g, "leads_test_loss", "leads_defined"))
+                      for g in ("easy", "hard"))
+    return text + (f" Under reading (b) RankMe leads the test loss in {b_easy:.0%} of the easy runs and "
+                   f"{b_hard:.0%} of the hard ones.")
+
+
 def timing_prediction(summary: pd.DataFrame, measure: str = "rankme", n_boot: int = 2000, seed: int = 0,
                       level: float = 0.95) -> dict:
     """Does a measure's transition timing predict acquisition timing across runs? (reading (b) of C5)
@@ -960,6 +1059,41 @@ def memorisation_table(summary: pd.DataFrame, measure: str = RANKME_AFTER_FLOOR,
                    "measure_minus_train"):
         table[column] = table[column].astype("Int64")
     return table[columns].reset_index(drop=True)
+
+
+def memorisation_texts(summary: pd.DataFrame, task: str = "mod", level: str = "medium") -> tuple[str, str]:
+    """The first grid's finding (in grokking-like ``task``/``level`` runs RankMe rose with the train
+    accuracy, before the test accuracy) tested on ``summary``: ``(text, verdict)``, the per-level
+    counts of :func:`memorisation_table` on ``task`` and over every acquired run, and a one-sentence
+    verdict on ``task``/``level`` (the text itself when there is nothing to compare)."""
+    memo = memorisation_table(summary[summary["task"] == task])
+    if memo.empty:
+        text = f"No acquired {task} run with both transitions in this selection: the comparison cannot be made."
+        return text, text
+    parts = []
+    for name, group in sorted(memo.groupby("level", sort=False), key=lambda item: _level_order(item[0])):
+        parts.append(f"{task}/{name}: {int(group['memorises_first'].sum())} of {len(group)} runs memorise first "
+                     f"(train accuracy's median lead {group['train_lead'].median():.0f} checkpoints, "
+                     f"{group['train_lead_share'].median():.2f} of the acquisition step); RankMe's rise comes "
+                     f"with the train accuracy in {int(group['with_train_accuracy'].sum())}, before it in "
+                     f"{int(group['leads_train_accuracy'].sum())} (RankMe's transition minus the train accuracy's: "
+                     f"median {group['measure_minus_train'].median():+.0f} checkpoints; negative: RankMe first)")
+    everywhere = memorisation_table(summary)
+    first = everywhere[everywhere["memorises_first"]]
+    text = ("; ".join(parts) + f". Over every acquired run, {len(first)} of {len(everywhere)} memorise first; in "
+            f"{int(first['with_train_accuracy'].sum())} of those RankMe's rise comes with the train accuracy. ")
+    chosen = memo[memo["level"] == level]
+    if chosen.empty or not chosen["memorises_first"].any():
+        verdict = (f"The {task}/{level} runs here do not behave like grokking: their train accuracy does not lead "
+                   "their test accuracy by the protocol's margin, so the first grid's finding (RankMe moves with "
+                   "memorisation) has nothing to be tested on here.")
+    elif chosen.loc[chosen["memorises_first"], "with_train_accuracy"].all():
+        verdict = (f"In the {task}/{level} runs that memorise first, RankMe rises with the train accuracy "
+                   "(memorisation), not ahead of the test accuracy on its own: the first grid's finding holds.")
+    else:
+        verdict = (f"In the {task}/{level} runs that memorise first, RankMe's rise does not always come with the "
+                   "train accuracy: the first grid's finding holds only in part.")
+    return text + verdict, verdict
 
 
 def events_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
@@ -1219,7 +1353,7 @@ def claim_c5(summary: pd.DataFrame) -> dict:
     timing prediction across runs (:func:`timing_prediction`), and the other measures' rates."""
     rule = (f"reproduced: on >= {MIN_RUNS} hard runs RankMe leads acquisition and the test loss in >= "
             f"{RATE_HIGH:.0%} and its timing predicts acquisition (bootstrap CI of rho above 0), LLC (if recorded) "
-            f"leads in <= {RATE_LOW:.0%}; partly: RankMe leads acquisition in >= {RATE_HIGH:.0%} only; not "
+            f"the LLC, recorded on >= {MIN_RUNS} hard runs, leads in <= {RATE_LOW:.0%}; partly: RankMe leads acquisition in >= {RATE_HIGH:.0%} only; not "
             f"reproduced: otherwise; not testable: fewer than {MIN_RUNS} hard runs")
     table = precursor_table(summary, by="difficulty", measures=[*C5_MEASURES, RANKME_AFTER_FLOOR, *BASELINES])
     r = _readings(table, "rankme", "hard", "difficulty") if len(table) else None
@@ -1238,7 +1372,10 @@ def claim_c5(summary: pd.DataFrame) -> dict:
     text += "".join(f"; {m} {_readings(table, m, 'hard', 'difficulty')['precursor']}/"
                     f"{_readings(table, m, 'hard', 'difficulty')['runs']}" for m in others)
     llc = _readings(table, "llc", "hard", "difficulty")
-    llc_ok = llc is None or llc["rate"] <= RATE_LOW
+    llc_tested = llc is not None and llc["runs"] >= MIN_RUNS
+    text += (f"; the LLC half: {'tested' if llc_tested else 'untested'} ("
+             f"{0 if llc is None else llc['runs']} hard run(s) record the LLC, {MIN_RUNS} needed)")
+    llc_ok = llc_tested and llc["rate"] <= RATE_LOW  # the claim has two halves: untested LLC -> at most partly
     informative = (r["leads_rate"] >= RATE_HIGH if r["leads_defined"] else False) and timing["ci_low"] > 0
     verdict = ("reproduced" if r["rate"] >= RATE_HIGH and informative and llc_ok else
                "partly reproduced" if r["rate"] >= RATE_HIGH else "not reproduced")
