@@ -173,3 +173,27 @@ def test_probe_curves_one_colour_and_one_legend_entry_per_layer_across_depths():
     assert labels == [f"probe, layer {k}" for k in range(5)] + ["model, exact match", "model, first token"]
     colour = lambda ax: {line.get_label(): line.get_color() for line in ax.lines}["probe, layer 2"]  # noqa: E731
     assert colour(fig.axes[0]) == colour(fig.axes[1])
+
+
+def test_aligned_measures_puts_runs_on_the_acquisition_clock():
+    import pandas as pd
+
+    rows = []
+    for run, acq in (("a", 100), ("b", 400)):
+        for step in range(0, 2 * acq + 1, acq // 4):  # 9 checkpoints up to twice the acquisition step
+            rows += [(run, step, -1, "llc", 3.0 + step), (run, step, 0, "rankme", 50.0),
+                     (run, step, 2, "rankme", 10.0 * step)]
+    rows += [("a", 5 * 100, -1, "llc", -1.0)]  # past max_share: not drawn, so it does not set the scale
+    metrics = pd.DataFrame(rows, columns=["run", "step", "layer", "measure", "value"])
+    summary = pd.DataFrame({"run": ["a", "b", "c"], "acquisition_step": pd.array([100, 400, None], dtype="Int64"),
+                            "task": "add", "level": "hard", "seed": [0, 1, 2]})
+    fig = plots.aligned_measures(metrics, summary, ["rankme", "llc", "hessian_top"])
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["rankme", "llc"]  # hessian_top was not recorded
+    for ax in panels:
+        lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 2]
+        assert len(lines) == 2  # the run never acquired is left out
+        for line in lines:  # both runs on one clock, 0..2, scaled 0..1 (rankme: the final layer, not layer 0)
+            assert list(line.get_xdata()) == [i / 4 for i in range(9)]
+            assert list(line.get_ydata()) == [i / 8 for i in range(9)]
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"add/hard seed 0", "add/hard seed 1"}

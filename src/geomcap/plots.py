@@ -266,6 +266,52 @@ def lead_strips(summary, measures, groups, title: str = "class"):
     return fig
 
 
+def aligned_measures(metrics, summary, measures, ncols: int = 3, max_share: float = 2.0):
+    """Each measure of several runs on one clock: one panel per measure, one line per run of
+    ``summary`` (a summary table: ``run``, ``acquisition_step``, task/level/seed), with the step
+    divided by the run's acquisition step (1 = acquisition, the red line) up to ``max_share``, and
+    the value min-max scaled within the run (0 = its lowest, 1 = its highest). Per-layer measures at
+    their final layer. A dot at every recorded checkpoint: the costly measures are recorded more
+    sparsely, and a transition can only be read where a dot is. Runs never acquired are left out."""
+    import pandas as pd
+
+    set_style()
+    acquired = summary[pd.to_numeric(summary["acquisition_step"], errors="coerce") > 0]
+    present = [m for m in measures if m in set(metrics["measure"])]
+    fig, grid, axes = _panels(max(len(present), 1), ncols, 3.6, 2.6, sharex=True, sharey=True)
+    colors = sns.color_palette("tab10", max(len(acquired), 1))
+    for ax, measure in zip(axes, present):
+        rows = events.final_layer_rows(metrics, measure)
+        for color, row in zip(colors, acquired.itertuples()):
+            series = rows[rows["run"] == row.run].sort_values("step")
+            x = series["step"].to_numpy(float) / float(row.acquisition_step)
+            y = series["value"].to_numpy(float)
+            keep = (x <= max_share) & np.isfinite(y)
+            if keep.sum() < 2:
+                continue
+            x, y = x[keep], y[keep]
+            span = np.ptp(y)
+            y = (y - y.min()) / span if span else np.zeros_like(y)
+            ax.plot(x, y, color=color, linewidth=1, marker="o", markersize=2,
+                    label=f"{row.task}/{row.level} seed {row.seed}")
+        ax.axvline(1.0, color="C3", linewidth=1)
+        ax.set_title(measure, fontsize="medium")
+        ax.set_xlim(0, max_share)
+    if not present:
+        axes[0].text(0.5, 0.5, "none of these measures was recorded", ha="center", va="center",
+                     transform=axes[0].transAxes)
+    for ax in grid[-1]:
+        ax.set_xlabel("step / acquisition step")
+    for ax in grid[:, 0]:
+        ax.set_ylabel("scaled value (0-1)")
+    handles = _legend_entries(axes)
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(len(handles), 4), fontsize="small", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 SIZE_COLORS = ("C0", "C3", "C2", "C4", "C1", "C5")
 
 
