@@ -88,15 +88,17 @@ def load_result(out) -> dict:
     return result
 
 
-def record(out, entries: dict, command: str) -> dict:
+def record(out, entries: dict, command: str, started_at: str, load_average_start, wall_s: float) -> dict:
     """Write ``entries`` (``book``, ``make_test``) into the bench result ``out`` and list the run under
-    ``updates``; returns the result. ValueError when ``out`` is not a bench result."""
+    ``updates`` with the keys ``geomcap bench --update`` writes (the performance page reads them);
+    returns the result. ValueError when ``out`` is not a bench result."""
     result = load_result(out)
     for name, value in entries.items():
         result[name] = {**value, "measured_at": _now()}
     result.setdefault("updates", []).append(
-        {"command": command, "started_at": _now(), "parts": sorted(entries),
-         "machine": bench.machine_info(torch.device("cpu")), "load_average_end": bench.load_average()})
+        {"command": command, "started_at": started_at, "finished_at": _now(), "parts": sorted(entries),
+         "machine": bench.machine_info(torch.device("cpu")), "load_average_start": load_average_start,
+         "load_average_end": bench.load_average(), "wall_s": wall_s})
     store.atomic_write_json(out, result)
     return result
 
@@ -119,6 +121,7 @@ def main(argv=None) -> int:
         load_result(args.out)  # before timing anything
     except ValueError as exc:
         parser.error(str(exc))
+    started_at, load_average_start, t_start = _now(), bench.load_average(), time.perf_counter()
     entries = {}
     if args.book:
         entries["book"] = book_build_times()
@@ -128,7 +131,7 @@ def main(argv=None) -> int:
         entries["make_test"] = {"command": "make test", "seconds": args.make_test_s,
                                 "source": "measured separately and passed in with --make-test-s"}
     command = shlex.join(["python", "benchmarks/suite_times.py", *(argv if argv is not None else sys.argv[1:])])
-    record(args.out, entries, command)
+    record(args.out, entries, command, started_at, load_average_start, time.perf_counter() - t_start)
     print(args.out)
     return 0
 

@@ -181,6 +181,9 @@ def test_cli_bench_writes_json(tmp_path):
     assert suite.main(["--make-test-s", "12.5", "--out", str(out)]) == 0
     updated = json.loads(out.read_text())
     assert updated["make_test"]["seconds"] == 12.5 and len(updated["updates"]) == 2
+    # the same keys as geomcap bench's own update: the performance page prints them for every update
+    page_keys = {"command", "started_at", "finished_at", "wall_s", "machine", "load_average_start", "load_average_end"}
+    assert page_keys <= set(updated["updates"][0]) and page_keys <= set(updated["updates"][1])
     assert updated["updates"][1]["command"] == f"python benchmarks/suite_times.py --make-test-s 12.5 --out {out}"
     assert updated["rankme"]["sizes"][0]["n"] == 32
     assert ("make test", 12.5, "s") in set(bench.figures_table(updated).itertuples(index=False, name=None))
