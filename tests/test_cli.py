@@ -48,6 +48,8 @@ def test_presets_lists_six_sizes_and_the_depth_variants():
     (["--task", "copy", "--level", "easy", "--weight-decay", "nan"], "weight_decay must be a number in [0, inf), got nan"),
     (["--task", "copy", "--level", "easy", "--seed", str(2**70)], "seed must be an integer in [0, 4294967295]"),
     (["--task", "copy", "--level", "easy", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
+    (["--task", "copy", "--level", "easy", "--costly-window", "900"], "argument --costly-window: invalid window value"),
+    (["--task", "copy", "--level", "easy", "--costly-window", "9,2"], "costly_window must be two whole steps"),
 ])
 def test_bad_input_gives_one_line_and_exit_2_and_writes_nothing(tmp_path, capsys, args, fragment):
     out_dir = tmp_path / "run"
@@ -253,6 +255,8 @@ def test_train_options_are_trainconfig_s_fields():
         parser.parse_args(["train", "--task", "add", "--level", "easy", "--warmup-steps", "1.5"])
     with pytest.raises(cli._UsageError, match="argument --hessian-warm-start: invalid bool value: 'maybe'"):
         parser.parse_args(["train", "--task", "add", "--level", "easy", "--hessian-warm-start", "maybe"])
+    window = parser.parse_args(["train", "--task", "add", "--level", "easy", "--costly-window", "900,1400"])
+    assert window.costly_window == (900, 1400)
 
 
 def test_sweep_settings_take_the_fields_types():

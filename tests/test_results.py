@@ -590,6 +590,10 @@ def test_a_setting_measured_twice_counts_once(store_root, tmp_path):
     shutil.copytree(plain.path, tmp_path / plain.run)
     assert set(TrainConfig.from_dict(config).to_dict()) >= {"lr", "measures", "costly_every"}
 
+    windowed = copy_as(measures=["grad_rank", "llc"], costly_every=2, dynamics_size=32, hessian_warm_start=True,
+                       costly_window=[4, 6])
+    assert sorted(results.load_runs(tmp_path)["run"]) == sorted([windowed, other_lr])  # more costly checkpoints
+    shutil.rmtree(tmp_path / windowed)
     every = results.load_runs(tmp_path, one_per_setting=False)
     assert len(every) == 4
     kept = results.load_runs(tmp_path)

@@ -327,3 +327,26 @@ def test_resuming_with_another_thread_count_warns_in_one_line(tmp_path, monkeypa
         warnings.simplefilter("error", ThreadsWarning)
         train(small_config(), out=same, progress=False, threads=1)
     assert store.is_complete(same)
+
+
+def test_a_costly_window_adds_every_checkpoint_in_it():
+    """costly_window: the costly measures at every checkpoint of a step range (e.g. around acquisition, where
+    every 4th checkpoint cannot tell a short lead from synchrony), on top of the thinned schedule."""
+    cfg = small_config(steps=16, measures=("llc",), costly_every=2, n_log_checkpoints=0, n_linear_checkpoints=8)
+    schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
+    plain = recorded_at("costly", schedule, cfg)
+    windowed = small_config(**{**{f: getattr(cfg, f) for f in ("steps", "measures", "costly_every",
+                                                                 "n_log_checkpoints", "n_linear_checkpoints")},
+                               "costly_window": [10, 14]})
+    assert windowed.costly_window == (10, 14)
+    assert recorded_at("costly", schedule, windowed) == plain | {s for s in schedule if 10 <= s <= 14}
+    assert {10, 12, 14} <= recorded_at("costly", schedule, windowed) and not {10, 12, 14} <= plain
+    # a measurement-only field: it names a new run, but not without costly measures, and round-trips
+    assert store.config_hash(windowed.to_dict()) != store.config_hash(cfg.to_dict())
+    bare = small_config(costly_window=(10, 14))
+    assert store.config_hash(bare.to_dict()) == store.config_hash(small_config().to_dict())
+    assert TrainConfig.from_dict(windowed.to_dict()).costly_window == (10, 14)
+    assert "costly_window" not in cfg.to_dict()  # the runs made before the field keep their names
+    for bad in [(5, 2), (1.5, 3), (1, 2, 3), (True, 3), -1]:
+        with pytest.raises(ValueError, match="costly_window"):
+            small_config(costly_window=bad)

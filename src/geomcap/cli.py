@@ -35,6 +35,12 @@ def _measures(text: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in text.split(",") if m.strip())
 
 
+def _window(text: str) -> tuple[int, int]:
+    """--costly-window FIRST,LAST -> (FIRST, LAST), whole steps (ValueError otherwise: argparse names it)."""
+    first, last = text.split(",")
+    return int(first), int(last)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from geomcap.measures import COSTLY_MEASURES
     from geomcap.sweep import SETTABLE_FIELDS
@@ -190,7 +196,7 @@ def _typed(kind: type, none: bool):
     def parse(text: str):
         return None if none and text == "none" else convert(text)
 
-    parse.__name__ = kind.__name__  # argparse names it in "invalid int value: ..."
+    parse.__name__ = kind.__name__.lstrip("_")  # argparse names it in "invalid int value: ..."
     return parse
 
 
@@ -214,11 +220,13 @@ def _config_options(p) -> None:
              "costly_every": "run the costly measures on every k-th checkpoint",
              "answer_order": "digits of add, mod, mul answers: most (msd) or least significant first",
              "stop_margin": "stop a margin after acquisition (see geomcap.train); none: train every step",
-             "hessian_warm_start": "true or false"}
+             "hessian_warm_start": "true or false",
+             "costly_window": "FIRST,LAST: the costly measures also at every checkpoint of these steps "
+                              "(e.g. around a run's acquisition)"}
     for f in fields(TrainConfig):
         if f.name in NOT_OPTIONS:
             continue
-        kind = field_type(f.name)
+        kind = _window if f.name == "costly_window" else field_type(f.name)
         text = about.get(f.name, f.name.replace("_", " "))
         text += " (required)" if f.default is MISSING else f"; default {_default_text(f.name)}"
         choices = tasks.ANSWER_ORDERS if f.name == "answer_order" else None

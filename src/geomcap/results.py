@@ -65,8 +65,10 @@ def load_runs(root=None, complete_only: bool = True, one_per_setting: bool = Tru
 def one_run_per_setting(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` (rows of :func:`geomcap.store.list_runs`) with one row per training setting: among
     runs whose configs agree on every field but :data:`geomcap.train.MEASUREMENT_ONLY_FIELDS`, the
-    one with the most measures is kept (ties: the first run id). Their shared metrics are equal
-    by construction, so dropping the others loses nothing, and a seed is not counted twice."""
+    one with the most measures is kept; among those, one with a ``costly_window`` (it records the
+    costly measures at more checkpoints), then the smallest ``costly_every``, then the first run id.
+    Their shared metrics are equal by construction, so dropping the others loses nothing, and a seed
+    is not counted twice."""
     if runs.empty:
         return runs
     setting_columns = [c for c in runs.columns if c not in ("run", "path", "complete", *MEASUREMENT_ONLY_FIELDS)]
@@ -75,8 +77,12 @@ def one_run_per_setting(runs: pd.DataFrame) -> pd.DataFrame:
         lambda row: json.dumps([None if _is_missing(v) else v for v in row], sort_keys=True, default=str), axis=1)
     n_measures = runs.get("measures", pd.Series(0, index=runs.index)).apply(
         lambda m: len(m) if isinstance(m, (list, tuple)) else 0)
-    order = pd.DataFrame({"setting": setting, "n_measures": n_measures, "run": runs["run"]})
-    order = order.sort_values(["setting", "n_measures", "run"], ascending=[True, False, True])
+    windowed = runs.get("costly_window", pd.Series(None, index=runs.index)).apply(lambda w: not _is_missing(w))
+    every = pd.to_numeric(runs.get("costly_every", pd.Series(np.nan, index=runs.index)), errors="coerce")
+    order = pd.DataFrame({"setting": setting, "n_measures": n_measures, "windowed": windowed,
+                          "every": every.fillna(np.inf), "run": runs["run"]})
+    order = order.sort_values(["setting", "n_measures", "windowed", "every", "run"],
+                              ascending=[True, False, False, True, True])
     return runs.loc[sorted(order.drop_duplicates("setting").index)]
 
 

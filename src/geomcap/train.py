@@ -54,7 +54,8 @@ With ``measures`` the costly measures (of the training dynamics) run on a subset
 checkpoints (``thinned_steps(..., every=costly_every)``: powers of two over the
 dense part, then every ``costly_every``-th linear checkpoint, and the last), on a fixed batch of
 ``dynamics_size`` training examples: ``grad_rank``, ``grad_cov_rank``,
-``hessian_top`` and ``llc`` (see ``geomcap.dynamics``), each with its health:
+``hessian_top`` and ``llc`` (see ``geomcap.dynamics``), and at every checkpoint of
+``costly_window`` (a step range, e.g. around a run's acquisition), each with its health:
 ``hessian_residual`` (||Hv - lambda v|| / lambda, Lanczos's convergence) and
 ``hessian_matvecs`` (Hessian-vector products used; Lanczos starts from the
 previous checkpoint's eigenvector with ``hessian_warm_start``), and
@@ -92,7 +93,7 @@ DEFAULT_LEVEL_STEPS_TEXT = ",".join(f"{level}:{steps}" for level, steps in DEFAU
 DEFAULT_WEIGHT_DECAY = 0.1
 #: config fields that choose what is measured, never how the model trains: two runs whose configs
 #: differ only in these trained the same model (``test_costly_measures_leave_the_training_metrics_unchanged``)
-MEASUREMENT_ONLY_FIELDS = ("measures", "costly_every", "dynamics_size", "hessian_warm_start")
+MEASUREMENT_ONLY_FIELDS = ("measures", "costly_every", "dynamics_size", "hessian_warm_start", "costly_window")
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class TrainConfig:
     stop_margin: float | None = 1.0    # None: train all `steps`; see the module docstring
     stop_min_steps: int = 500
     hessian_warm_start: bool = True    # Lanczos starts from the previous checkpoint's top eigenvector
+    costly_window: tuple[int, int] | None = None  # (first, last) step: the costly measures at every checkpoint in it
 
     def __post_init__(self):
         tasks.check_task_level(self.task, self.level)
@@ -150,6 +152,8 @@ class TrainConfig:
         object.__setattr__(self, "task_params", tasks.check_params(self.task, params))
         if not isinstance(self.hessian_warm_start, bool):
             raise ValueError(f"hessian_warm_start must be True or False, got {self.hessian_warm_start!r}")
+        if self.costly_window is not None:
+            object.__setattr__(self, "costly_window", check_window(self.costly_window))
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -161,6 +165,8 @@ class TrainConfig:
                 del d[name]
         if "hessian" not in d["measures"]:  # the Hessian's start vector changes nothing then
             d.pop("hessian_warm_start", None)
+        if not d["measures"]:  # nor does a window for costly measures that are not taken
+            d.pop("costly_window", None)
         return d
 
     @classmethod
@@ -176,7 +182,19 @@ class TrainConfig:
 def legacy_values(task: str, level: str) -> dict:
     """Fields added after the first grid, with the values that grid's runs used."""
     return {"answer_order": "msd", "dense_steps": 0, "stop_margin": None, "stop_min_steps": 500,
-            "task_params": tasks.level_params(task, level, legacy=True), "hessian_warm_start": False}
+            "task_params": tasks.level_params(task, level, legacy=True), "hessian_warm_start": False,
+            "costly_window": None}
+
+
+def check_window(window) -> tuple[int, int]:
+    """``costly_window`` as a (first, last) pair of steps with 0 <= first <= last, else ValueError."""
+    try:
+        first, last = window
+    except (TypeError, ValueError):
+        raise ValueError(f"costly_window must be two steps (first, last), got {window!r}") from None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (first, last)) or not 0 <= first <= last:
+        raise ValueError(f"costly_window must be two whole steps with 0 <= first <= last, got {window!r}")
+    return int(first), int(last)
 
 
 #: The numeric TrainConfig fields: (type, allowed interval). Every value must also be finite. A new
@@ -215,7 +233,8 @@ def field_type(name: str) -> type:
     annotations = {f.name: f.type for f in fields(TrainConfig)}
     if name not in annotations:
         raise ValueError(f"{name!r} is not a TrainConfig field; fields: {', '.join(annotations)}")
-    return {"str": str, "bool": bool, "tuple[str, ...]": tuple, "dict | None": dict}[annotations[name]]
+    return {"str": str, "bool": bool, "tuple[str, ...]": tuple, "dict | None": dict,
+            "tuple[int, int] | None": tuple}[annotations[name]]
 
 
 def check_field(name: str, value, kind: type, interval: str):
@@ -272,13 +291,17 @@ def recorded_at(when: str, schedule, cfg: "TrainConfig") -> set[int]:
     """The checkpoints of ``schedule`` at which the measures recorded ``when`` are taken
     (:data:`geomcap.measures.RECORDED`): every one, or a :func:`thinned_steps` subset (training-set
     evaluation: ``every=1``; RankMe variants: ``every=2``, 1 with ``dense_steps = 0``; costly measures:
-    ``every=costly_every``)."""
+    ``every=costly_every``, plus every checkpoint of ``costly_window``)."""
     if when == "every":
         return {int(s) for s in schedule}
     every = {"train_eval": 1, "variants": 2 if cfg.dense_steps else 1, "costly": cfg.costly_every}.get(when)
     if every is None:
         raise ValueError(f"when must be one of {', '.join(measures.RECORDED)}, got {when!r}")
-    return thinned_steps(schedule, cfg.dense_steps, every)
+    steps = thinned_steps(schedule, cfg.dense_steps, every)
+    if when == "costly" and cfg.costly_window is not None:
+        first, last = cfg.costly_window
+        steps |= {int(s) for s in schedule if first <= s <= last}
+    return steps
 
 
 def stop_step(acquisition: int, cfg: "TrainConfig") -> int | None:
