@@ -341,9 +341,10 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
         ax.set_ylabel(f"{measure} / {measure} at step 0")
     handles, labels = used[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles))
-    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02),
-               fontsize="small", title="final layer of")
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.tight_layout()
+    # below the panels: above them, a one-row figure's legend ran into the panel titles
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 0.0),
+               fontsize="small", title="final layer of", frameon=False)
     return fig
 
 
