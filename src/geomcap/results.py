@@ -1358,9 +1358,9 @@ def claim_c5(summary: pd.DataFrame) -> dict:
     """C5 on the runs classed hard from behaviour (:func:`difficulty_class`): RankMe's two readings, the
     timing prediction across runs (:func:`timing_prediction`), and the other measures' rates."""
     rule = (f"reproduced: on >= {MIN_RUNS} hard runs RankMe leads acquisition and the test loss in >= "
-            f"{RATE_HIGH:.0%} and its timing predicts acquisition (bootstrap CI of rho above 0), LLC (if recorded) "
-            f"the LLC, recorded on >= {MIN_RUNS} hard runs, leads in <= {RATE_LOW:.0%}; partly: RankMe leads acquisition in >= {RATE_HIGH:.0%} only; not "
-            f"reproduced: otherwise; not testable: fewer than {MIN_RUNS} hard runs")
+            f"{RATE_HIGH:.0%} and its timing predicts acquisition (bootstrap CI of rho above 0), and the LLC, "
+            f"recorded on >= {MIN_RUNS} hard runs, leads in <= {RATE_LOW:.0%}; partly: RankMe leads acquisition in "
+            f">= {RATE_HIGH:.0%} only; not reproduced: otherwise; not testable: fewer than {MIN_RUNS} hard runs")
     table = precursor_table(summary, by="difficulty", measures=[*C5_MEASURES, RANKME_AFTER_FLOOR, *BASELINES])
     r = _readings(table, "rankme", "hard", "difficulty") if len(table) else None
     if r is None or r["runs"] < MIN_RUNS:
