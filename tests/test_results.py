@@ -689,3 +689,31 @@ def test_costly_health_table_counts_flat_chains_and_cost(tmp_path):
     assert (row["estimates"], row["llc_not_flat"], row["hessian_median_matvecs"]) == (3, 2, 21)
     assert row["llc_median_drift"] == pytest.approx(0.25) and row["hessian_max_residual"] == pytest.approx(2e-3)
     assert row["cost_ratio"] == pytest.approx(2.5)
+
+
+def test_costly_resolution_text_reads_the_window_both_ways():
+    runs = pd.DataFrame({"run": ["a", "b", "c"], "costly_window": [(400, 1300), (1000, 1900), None]})
+    summary = pd.DataFrame({"run": ["a", "b", "c"], "llc_after_floor_transition_step": [1020, 900, 500],
+                            "llc_after_floor_gap_checkpoints": [3, 12, 9], "test_loss_gap_checkpoints": [4, 2, 1]})
+    text = results.costly_resolution_text(summary, runs, ["llc", "hessian_top"], costly_every=4, dense_steps=128)
+    assert "2 run(s) record them at every checkpoint" in text and "steps 400-1300, 1000-1900" in text
+    # a: inside its window, 3 checkpoints ahead of acquisition and 1 behind the test loss; b: outside
+    assert "inside the window in 1 of 2" in text
+    assert "acquisition by 3, 12 (median 8) checkpoints and the test loss by -1, 10 (median 4)" in text
+    assert "hessian_top" not in text  # not recorded, not described
+    # no windowed run: only the coarse resolution
+    plain = results.costly_resolution_text(summary.iloc[2:], runs, ["llc"], costly_every=4, dense_steps=128)
+    assert plain.endswith("fewer than 4 checkpoints cannot be told from synchrony.") and "window" not in plain
+    none_recorded = results.costly_resolution_text(summary.drop(columns=[c for c in summary if c.startswith("llc")]),
+                                                   runs, ["llc"], costly_every=4, dense_steps=128)
+    assert "none records these measures" in none_recorded
+
+
+def test_costly_health_table_names_the_window(tmp_path):
+    run = tmp_path / "windowed"
+    run.mkdir()
+    store.write_metrics(run, [(0, -1, "llc", 1.0)])
+    runs = pd.DataFrame({"task": "add", "level": "hard", "size": "405k", "seed": [0, 0], "run": ["windowed", "thin"],
+                         "path": [str(run), str(run)], "measures": [["llc"], ["llc"]],
+                         "costly_window": [[428, 1288], float("nan")]})
+    assert results.costly_health_table(runs)["window"].tolist() == ["428-1288", ""]
