@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GEOMCAP=${GEOMCAP:-.venv/bin/geomcap}
 ROOT=${ROOT:-data/runs}
-STAGES=${STAGES:-1 2 3 4 5 6}
+STAGES=${STAGES:-1 2 3 4 5 6 7}
 COSTLY_TASKS=${COSTLY_TASKS:-add}
 STEPS="easy=2000,medium=4000,hard=8000"
 sweep() { "$GEOMCAP" sweep --steps "$STEPS" --root "$ROOT" --workers 2 --threads 1 --quiet "$@"; }
@@ -34,6 +34,17 @@ for stage in $STAGES; do
     6) sweep --tasks "$COSTLY_TASKS" --levels hard --sizes 405k --seeds 0,1,2 \
            --measures grad_rank,grad_cov_rank,hessian,llc
        sweep --tasks add --levels medium --sizes 405k --seeds 0,1,2 --measures grad_rank,grad_cov_rank,hessian,llc ;;
+    # 7. the costly measures at every checkpoint of a window around acquisition (costly_window) on add hard
+    #    seeds 0-2, so that a lead shorter than costly_every checkpoints can be told from synchrony. Training
+    #    is deterministic, so the window is placed from the acquisition step of the seed's run from stage 3/6:
+    #    750 steps before it (past the costly checkpoint before the earliest LLC transition stage 6 found,
+    #    525 steps ahead) to 110 steps after it (two checkpoints)
+    7) for seed in 0 1 2; do
+         acq=$(.venv/bin/python -c "from geomcap import results as r
+print(int(r.summary_table(r.load_runs('$ROOT', task='add', level='hard', size='405k', seed=$seed))['acquisition_step'].iloc[0]))")
+         GEOMCAP_RUNS="$ROOT" "$GEOMCAP" train --task add --level hard --size 405k --seed "$seed" --steps 8000 \
+           --measures grad_rank,grad_cov_rank,hessian,llc --costly-window "$((acq - 750)),$((acq + 110))" --threads 1 --quiet
+       done ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
 done
