@@ -254,3 +254,35 @@ def test_thread_contention_times_each_setting_side_by_side():
     assert set(out["seconds"]) == names and all(len(v) == 1 for v in out["seconds"].values())
     assert out["ratio_to_threads_1"]["threads_1"] == 1.0
     assert out["ratio_to_threads_1"]["default"] == pytest.approx(out["median_s"]["default"] / out["median_s"]["threads_1"])
+
+
+def test_llc_settings_table_known_answers():
+    # reference (2, 100): seed-means 1, 3, 5 (excursion 4), spread 0.2; cheap (1, 60): means 1.5, 3, 5, spread 2
+    rows = []
+    for step, mean in ((0, 1.0), (10, 3.0), (20, 5.0)):
+        for seed, offset in enumerate((-0.1, 0.1)):
+            rows.append({"step": step, "chains": 2, "draws": 100, "seed": seed, "llc": mean + offset,
+                         "trace_drift": 0.0, "seconds": 4.0})
+            cheap = mean + (0.5 if step == 0 else 0.0)
+            rows.append({"step": step, "chains": 1, "draws": 60, "seed": seed, "llc": cheap + 10 * offset,
+                         "trace_drift": 0.3 if seed else 0.0, "seconds": 1.0})
+    ref, cheap = bench.llc_settings_table(rows, drift_tolerance=0.2)
+    assert (ref["chains"], ref["draws"], ref["cost"], ref["max_bias"], ref["not_flat"]) == (2, 100, 1.0, 0.0, 0.0)
+    assert ref["noise"] == pytest.approx(np.sqrt(0.02)) and ref["excursion"] == pytest.approx(4.0)
+    assert cheap["cost"] == pytest.approx(0.25) and cheap["noise"] == pytest.approx(np.sqrt(2.0))
+    assert cheap["signal_to_noise"] == pytest.approx(4.0 / np.sqrt(2.0))
+    assert cheap["max_bias"] == pytest.approx(0.5 / 4.0) and cheap["not_flat"] == pytest.approx(0.5)
+
+
+def test_llc_calibration_tiny():
+    from geomcap.train import TrainConfig
+
+    cfg = TrainConfig(task="add", level="easy", steps=4, n_train=256, n_test=64, probe_size=64, train_eval_size=64,
+                      batch_size=16, dynamics_size=32)  # the LLC's minibatch is 32
+    result = bench.llc_calibration(cfg, steps=(4,), settings=((1, 52), (1, 51)), sgld_seeds=(0, 1), progress=False)
+    assert [(r["step"], r["draws"], r["seed"]) for r in result["rows"]] == [(4, 52, 0), (4, 52, 1), (4, 51, 0),
+                                                                             (4, 51, 1)]
+    assert all(np.isfinite(r["llc"]) for r in result["rows"]) and result["rows"][0]["llc"] != result["rows"][1]["llc"]
+    assert [s["draws"] for s in result["settings"]] == [52, 51] and result["n_examples"] == 32
+    with pytest.raises(ValueError, match="burn-in"):
+        bench.llc_calibration(cfg, settings=((1, 50),), progress=False)

@@ -350,3 +350,21 @@ def test_a_costly_window_adds_every_checkpoint_in_it():
     for bad in [(5, 2), (1.5, 3), (1, 2, 3), (True, 3), -1]:
         with pytest.raises(ValueError, match="costly_window"):
             small_config(costly_window=bad)
+
+
+def test_models_at_gives_the_runs_weights_at_its_checkpoints(tmp_path):
+    import torch
+
+    from geomcap.train import models_at
+
+    cfg = small_config()
+    run = train(cfg, out=tmp_path / "run", progress=False, keep_state=True)
+    state = torch.load(run / store.STATE_FILE, weights_only=True)
+    yielded = [(step, {k: v.clone() for k, v in model.state_dict().items()})
+               for step, model in models_at(cfg, [0, 8, state["step"]])]
+    assert [step for step, _ in yielded] == [0, 8, state["step"]]
+    last = yielded[-1][1]
+    assert all(torch.equal(last[k], v) for k, v in state["model"].items())
+    assert not all(torch.equal(yielded[0][1][k], v) for k, v in state["model"].items())  # it did train
+    with pytest.raises(ValueError, match="ascend"):
+        next(models_at(cfg, [8, 0]))

@@ -491,8 +491,8 @@ def _bench_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks: throughput vs a transformers peer and the matmul peak, cost of "
                                      "the measures, RankMe vs a naive SVD (JSON into data/bench)")
     p.add_argument("--parts", default="default",
-                   help="comma-separated parts: throughput, geometry, costly, rankme, threads "
-                        "(default: the first four; all: every part)")
+                   help="comma-separated parts: throughput, geometry, costly, rankme, threads, "
+                        "llc_calibration (default: the first four; all: every part)")
     p.add_argument("--out", default=None, help="result file (default data/bench/<device>.json, e.g. cpu-2core.json)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     p.add_argument("--threads", type=int, default=None,

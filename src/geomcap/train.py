@@ -625,22 +625,70 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         torch.set_num_threads(saved_threads)
 
 
-def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: bool, keep_state: bool,
-                  compile: bool | str) -> Path:
-    """The body of :func:`train`, run while holding the run directory's lock."""
-
-    data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
+def task_data(cfg: TrainConfig) -> tasks.TaskData:
+    """The run's task data: its training, test and probe examples."""
+    return tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
                            answer_order=cfg.answer_order, params=cfg.task_params)
-    chance = tasks.chance_accuracy(data.test_answers)
+
+
+def _training_setup(cfg: TrainConfig, dev: torch.device):
+    """A run's task data, its model at initialisation (on ``dev``), optimizer and batch generator."""
+    data = task_data(cfg)
     max_len = data.prompt_len + data.answer_len - 1
     torch.manual_seed(cfg.seed)
     model = build(cfg.size, tasks.VOCAB_SIZE)
     if max_len > model.cfg.block_size:
         raise ValueError(f"{cfg.task}/{cfg.level} needs {max_len} positions, more than block_size {model.cfg.block_size}")
     model.to(dev)
-    step_model = torch.compile(model, backend="inductor" if compile is True else compile) if compile else model
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
-    batch_gen = torch.Generator().manual_seed(cfg.seed)
+    return data, model, optimizer, torch.Generator().manual_seed(cfg.seed)
+
+
+def _train_until(until: int, step: int, model, optimizer, train_p, train_a, batch_gen, cfg: TrainConfig,
+                 dev: torch.device, step_model=None) -> int:
+    """Optimizer steps ``step`` .. ``until - 1`` of the run; returns ``until``."""
+    model.train()
+    while step < until:
+        idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen).to(dev)
+        train_step(model, optimizer, train_p[idx], train_a[idx], learning_rate(step, cfg), cfg.grad_clip,
+                   dev, step_model)
+        step += 1
+    return step
+
+
+def models_at(cfg: TrainConfig, steps, device: str = "cpu", threads: int | None = 1):
+    """The run's model after each of ``steps`` (ascending, 0 = initialisation): yields (step, model).
+
+    Trained as :func:`train` trains it (the same data, initialisation, optimizer, learning rate
+    and batches), without evaluating or writing anything, so the weights equal those of the run
+    at that checkpoint (byte for byte at the same thread count). The same model object is yielded
+    each time, trained further in between: copy it to keep one.
+    """
+    steps = [int(s) for s in steps]
+    if any(s < 0 for s in steps) or steps != sorted(steps) or (steps and steps[-1] > cfg.steps):
+        raise ValueError(f"steps must ascend within 0..{cfg.steps}, got {steps}")
+    saved = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        dev = resolve_device(device)
+        data, model, optimizer, batch_gen = _training_setup(cfg, dev)
+        train_p, train_a = data.train_prompts.to(dev), data.train_answers.to(dev)
+        step = 0
+        for target in steps:
+            step = _train_until(target, step, model, optimizer, train_p, train_a, batch_gen, cfg, dev)
+            yield step, model
+    finally:
+        torch.set_num_threads(saved)
+
+
+def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: bool, keep_state: bool,
+                  compile: bool | str) -> Path:
+    """The body of :func:`train`, run while holding the run directory's lock."""
+
+    data, model, optimizer, batch_gen = _training_setup(cfg, dev)
+    chance = tasks.chance_accuracy(data.test_answers)
+    step_model = torch.compile(model, backend="inductor" if compile is True else compile) if compile else model
     schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
     at = {when: recorded_at(when, schedule, cfg) for when in measures.RECORDED}  # checkpoints of each kind
     if not cfg.measures:
@@ -706,13 +754,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
     for next_ckpt in todo:
         if stop_due(rows, chance, cfg, step):
             break
-        model.train()
         t0 = time.perf_counter()
-        while step < next_ckpt:
-            idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen).to(dev)
-            train_step(model, optimizer, train_p[idx], train_a[idx], learning_rate(step, cfg), cfg.grad_clip,
-                       dev, step_model)
-            step += 1
+        step = _train_until(next_ckpt, step, model, optimizer, train_p, train_a, batch_gen, cfg, dev, step_model)
         if dev.type == "cuda":
             torch.cuda.synchronize()
         timers["train_s"] += time.perf_counter() - t0

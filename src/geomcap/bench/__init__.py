@@ -30,6 +30,9 @@ the median of several timed repetitions after a warm-up:
   matrices; times and the largest difference in value.
 * ``threads`` (optional) -- one ``geomcap train`` run per thread setting
   while other processes keep cores busy.
+* ``llc_calibration`` (optional) -- the LLC estimated with fewer SGLD chains and
+  draws than ``LLC_DEFAULTS``, at checkpoints of one grid run, over several
+  SGLD seeds: the cost of each setting against its noise and its bias.
 
 The book build and ``make test`` time the checkout, not the library:
 ``benchmarks/suite_times.py`` records them (``book``, ``make_test``) in a
@@ -55,7 +58,8 @@ from geomcap.bench.machine import (committed_results_dir, cpu_model, default_out
                                    matmul_peak, peak_dtype, summarize, time_once, time_repeats)
 from geomcap.bench.step import (GRID_STEPS, PEERS, build_peer, flops_per_token, make_train_step,
                                 select_presets, thread_contention, throughput)
-from geomcap.bench.measures import (COSTLY_PARTS, RANKME_D, RANKME_N, costly_cost, geometry_cost, naive_rankme,
+from geomcap.bench.measures import (COSTLY_PARTS, LLC_CALIBRATION_STEPS, LLC_SETTINGS, RANKME_D, RANKME_N,
+                                    costly_cost, geometry_cost, llc_calibration, llc_settings_table, naive_rankme,
                                     rankme_test_matrix, rankme_vs_naive)
 from geomcap.bench.projections import TARGETS, check_targets, project_grid
 from geomcap.bench.report import (ALL_PARTS, DEFAULT_PARTS, OPTIONAL_PARTS, figures_table, load_results, parse_parts,
@@ -66,7 +70,8 @@ __all__ = [
     "time_repeats",
     "summarize", "peak_dtype", "matmul_peak", "PEERS", "GRID_STEPS", "flops_per_token",
     "build_peer", "make_train_step", "select_presets", "throughput", "thread_contention", "RANKME_N", "RANKME_D",
-    "COSTLY_PARTS", "geometry_cost", "costly_cost", "naive_rankme", "rankme_test_matrix", "rankme_vs_naive",
+    "COSTLY_PARTS", "LLC_SETTINGS", "LLC_CALIBRATION_STEPS", "llc_calibration", "llc_settings_table",
+    "geometry_cost", "costly_cost", "naive_rankme", "rankme_test_matrix", "rankme_vs_naive",
     "TARGETS", "check_targets", "project_grid", "DEFAULT_PARTS",
     "OPTIONAL_PARTS", "ALL_PARTS", "parse_parts", "parse_sizes", "run_bench", "load_results", "figures_table",
 ]

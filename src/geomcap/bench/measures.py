@@ -16,6 +16,11 @@ from geomcap.models import build
 RANKME_N = (512, 4096, 32768)
 RANKME_D = (128, 768, 2560)
 COSTLY_PARTS = ("per_example_gradients", "grad_rank", "grad_cov_rank", "hessian", "llc")
+#: (num_chains, num_draws) of the LLC tried by :func:`llc_calibration`; the first is ``LLC_DEFAULTS``'
+LLC_SETTINGS = ((4, 200), (4, 100), (2, 100), (1, 100))
+#: checkpoints of add hard on 405k, seed 0 (acquired at step 1178 in the grid): initialisation, the
+#: collapse floor, the plateau, before and after acquisition
+LLC_CALIBRATION_STEPS = (0, 64, 400, 800, 1100, 1300)
 
 
 # --- per-checkpoint geometry ------------------------------------------------
@@ -155,6 +160,77 @@ def costly_cost(size: str = "405k", task: str = "add", level: str = "hard", repe
             "per_costly_checkpoint_s": statistics.median(per_ckpt),
             "run": {"steps": steps, "costly_every": costly_every, "costly_checkpoints": n_costly,
                     "run_share": statistics.median([n_costly * c / (steps * s) for c, s in zip(per_ckpt, steps_s)])}}
+
+
+# --- the LLC's chains and draws ---------------------------------------------------
+
+def llc_calibration(cfg, steps=LLC_CALIBRATION_STEPS, settings=LLC_SETTINGS, sgld_seeds=(0, 1, 2),
+                    progress: bool = True, on_progress=None) -> dict:
+    """Can the LLC be estimated with fewer SGLD chains and draws? One training run, several estimates.
+
+    ``cfg`` (a :class:`geomcap.train.TrainConfig`) is trained to each of ``steps``
+    (:func:`geomcap.train.models_at`: the run's own weights there). At each, the LLC is estimated
+    as ``geomcap.train`` does (the first ``cfg.dynamics_size`` training examples, ``LLC_DEFAULTS``)
+    with every (num_chains, num_draws) of ``settings`` (burn-in unchanged), once per SGLD seed of
+    ``sgld_seeds``. Returns ``rows`` (step, chains, draws, seed, llc, trace_drift, seconds) and, per
+    setting, ``settings``: ``seconds`` (median per estimate), ``cost`` (against the first setting),
+    ``noise`` (median over steps of the standard deviation over seeds), ``excursion`` (range over
+    steps of the seed-mean), ``signal_to_noise`` (the first setting's excursion / this noise),
+    ``max_bias`` (largest |seed-mean - first setting's seed-mean| over steps, as a share of the first
+    setting's excursion) and ``not_flat`` (share of estimates whose |trace_drift| is above the
+    tolerance).
+    """
+    from geomcap import dynamics
+    from geomcap.train import models_at, task_data
+
+    settings = [tuple(int(v) for v in s) for s in settings]
+    if not settings or any(c < 1 or d <= dynamics.LLC_DEFAULTS["burn_in"] for c, d in settings):
+        raise ValueError(f"each setting needs >= 1 chain and more draws than the burn-in "
+                         f"({dynamics.LLC_DEFAULTS['burn_in']}), got {settings}")
+    data = task_data(cfg)
+    n = min(cfg.dynamics_size, data.n_train)
+    prompts, answers = data.train_prompts[:n], data.train_answers[:n]  # the examples costly_measures uses
+    rows = []
+    for step, model in models_at(cfg, steps):
+        model.eval()
+        for chains, draws in settings:
+            for seed in sgld_seeds:
+                t0 = time.perf_counter()
+                est = dynamics.local_learning_coefficient(model, prompts, answers, seed=seed,
+                                                          num_chains=chains, num_draws=draws)
+                rows.append({"step": step, "chains": chains, "draws": draws, "seed": seed,
+                             "llc": est["llc_post_burnin"], "trace_drift": est["trace_drift"],
+                             "seconds": time.perf_counter() - t0})
+        _log(progress, f"llc calibration: step {step} done")
+        if on_progress is not None:
+            on_progress({"rows": rows})
+    return {"task": cfg.task, "level": cfg.level, "size": cfg.size, "seed": cfg.seed, "steps": list(steps),
+            "n_examples": n, "rows": rows,
+            "settings": llc_settings_table(rows, dynamics.LLC_DRIFT_TOLERANCE)}
+
+
+def llc_settings_table(rows, drift_tolerance: float) -> list[dict]:
+    """The per-setting summary of :func:`llc_calibration`'s rows (the first setting in them is the reference)."""
+    import pandas as pd
+
+    t = pd.DataFrame(rows)
+    order = list(dict.fromkeys(zip(t["chains"], t["draws"])))
+    means = t.groupby(["chains", "draws", "step"])["llc"].mean()
+    ref = means.loc[order[0]]
+    ref_excursion = float(ref.max() - ref.min())
+    out = []
+    for chains, draws in order:
+        one = t[(t["chains"] == chains) & (t["draws"] == draws)]
+        mean = means.loc[(chains, draws)]
+        noise = float(one.groupby("step")["llc"].std(ddof=1).median())
+        out.append({"chains": int(chains), "draws": int(draws), "seconds": float(one["seconds"].median()),
+                    "noise": noise, "excursion": float(mean.max() - mean.min()),
+                    "signal_to_noise": ref_excursion / noise if noise > 0 else float("inf"),
+                    "max_bias": float((mean - ref).abs().max() / ref_excursion) if ref_excursion > 0 else float("nan"),
+                    "not_flat": float((one["trace_drift"].abs() > drift_tolerance).mean())})
+    for row in out:
+        row["cost"] = row["seconds"] / out[0]["seconds"]
+    return out
 
 
 # --- RankMe against a naive SVD -----------------------------------------------

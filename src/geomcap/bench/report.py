@@ -10,13 +10,13 @@ import torch
 
 from geomcap import store, tasks
 from geomcap.bench.machine import _log, committed_results_dir, load_average, machine_info, matmul_peak, peak_dtype
-from geomcap.bench.measures import RANKME_D, RANKME_N, costly_cost, geometry_cost, rankme_vs_naive
+from geomcap.bench.measures import RANKME_D, RANKME_N, costly_cost, geometry_cost, llc_calibration, rankme_vs_naive
 from geomcap.bench.projections import check_targets, project_grid
 from geomcap.bench.step import PEERS, select_presets, thread_contention, throughput
 from geomcap.models import check_preset
 
 DEFAULT_PARTS = ("throughput", "geometry", "costly", "rankme")
-OPTIONAL_PARTS = ("threads",)
+OPTIONAL_PARTS = ("threads", "llc_calibration")
 ALL_PARTS = DEFAULT_PARTS + OPTIONAL_PARTS
 
 
@@ -208,6 +208,11 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
                                            on_progress=partial)
         elif part == "threads":
             result[part] = thread_contention(progress=progress, on_progress=partial)
+        elif part == "llc_calibration":  # the grid's run of task x level on 405k, seed 0
+            from geomcap.train import DEFAULT_LEVEL_STEPS, TrainConfig
+
+            cfg = TrainConfig(task=task, level=level, steps=DEFAULT_LEVEL_STEPS[level])
+            result[part] = llc_calibration(cfg, progress=progress, on_progress=partial)
         result[part]["measured_at"] = now()
         result["part_seconds"][part] = time.perf_counter() - t0
         result["part_load_average"][part] = {"start": load0, "end": load_average()}
