@@ -286,3 +286,31 @@ def test_llc_calibration_tiny():
     assert [s["draws"] for s in result["settings"]] == [52, 51] and result["n_examples"] == 32
     with pytest.raises(ValueError, match="burn-in"):
         bench.llc_calibration(cfg, settings=((1, 50),), progress=False)
+
+
+def test_cheapest_adequate_llc_and_projected_share():
+    ref = {"chains": 4, "draws": 200, "cost": 1.0, "signal_to_noise": 40.0, "max_bias": 0.0}
+    half = {"chains": 4, "draws": 100, "cost": 0.5, "signal_to_noise": 20.0, "max_bias": 0.05}
+    noisy = {"chains": 1, "draws": 100, "cost": 0.125, "signal_to_noise": 5.0, "max_bias": 0.05}
+    biased = {"chains": 2, "draws": 100, "cost": 0.25, "signal_to_noise": 15.0, "max_bias": 0.3}
+    assert bench.cheapest_adequate_llc([ref, half, noisy, biased]) is half
+    assert bench.cheapest_adequate_llc([dict(ref, signal_to_noise=2.0), noisy]) is None
+    # per costly checkpoint 40 s, 20 of them the LLC: a half-price LLC gives 30 / 40
+    costly = {"measures": [{"measure": "hessian", "seconds": 10.0}, {"measure": "llc", "seconds": 20.0}],
+              "per_costly_checkpoint_s": 40.0}
+    assert bench.costly_checkpoint_fraction(costly, 0.5) == pytest.approx(0.75)
+    assert bench.costly_checkpoint_fraction(costly, 1.0) == pytest.approx(1.0)
+
+
+def test_llc_calibration_figure_one_line_per_setting():
+    import matplotlib.pyplot as plt
+
+    from geomcap import plots
+
+    rows = [{"step": step, "chains": c, "draws": d, "seed": seed, "llc": step / 100 + seed * 0.1, "trace_drift": 0.0,
+             "seconds": 1.0} for step in (0, 100, 200) for c, d in ((4, 200), (1, 100)) for seed in (0, 1)]
+    fig = plots.llc_calibration_figure({"rows": rows, "task": "add", "level": "hard", "size": "405k", "seed": 0})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "100", "200"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["4 x 200", "1 x 100"]
+    plt.close(fig)

@@ -476,6 +476,31 @@ BENCH_MODEL_LABELS = {"geomcap": "geomcap", "peer": "transformers peer (same sha
                       "geomcap_compiled": "geomcap + torch.compile"}
 
 
+def llc_calibration_figure(calibration: dict):
+    """The ``llc_calibration`` bench part: the LLC at each checkpoint of its run, one line per
+    (chains x draws) setting, the mean over SGLD seeds with their standard deviation as error bars
+    (x: the checkpoints, evenly spaced and labelled by step; the settings are offset a little so that
+    their bars do not overlap)."""
+    import pandas as pd
+
+    set_style()
+    rows = pd.DataFrame(calibration["rows"])
+    steps = sorted(rows["step"].unique())
+    settings = list(dict.fromkeys(zip(rows["chains"], rows["draws"])))
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    for i, (chains, draws) in enumerate(settings):
+        one = rows[(rows["chains"] == chains) & (rows["draws"] == draws)].groupby("step")["llc"]
+        x = np.arange(len(steps)) + (i - (len(settings) - 1) / 2) * 0.08
+        ax.errorbar(x, one.mean().reindex(steps), yerr=one.std(ddof=1).reindex(steps), marker="o", ms=4,
+                    capsize=3, color=f"C{i}", label=f"{chains} x {draws}")
+    ax.set_xticks(np.arange(len(steps)), [str(s) for s in steps])
+    ax.set(xlabel="training step (checkpoint)", ylabel="LLC estimate",
+           title=f"{calibration['task']}/{calibration['level']} {calibration['size']}, seed {calibration['seed']}")
+    ax.legend(title="chains x draws", fontsize="small", frameon=False, loc="best")
+    fig.tight_layout()
+    return fig
+
+
 def bench_figure(result, title: str | None = None):
     """Four panels of one ``geomcap bench`` result (``geomcap.bench.run_bench``).
 

@@ -58,9 +58,10 @@ from geomcap.bench.machine import (committed_results_dir, cpu_model, default_out
                                    matmul_peak, peak_dtype, summarize, time_once, time_repeats)
 from geomcap.bench.step import (GRID_STEPS, PEERS, build_peer, flops_per_token, make_train_step,
                                 select_presets, thread_contention, throughput)
-from geomcap.bench.measures import (COSTLY_PARTS, LLC_CALIBRATION_STEPS, LLC_SETTINGS, RANKME_D, RANKME_N,
-                                    costly_cost, geometry_cost, llc_calibration, llc_settings_table, naive_rankme,
-                                    rankme_test_matrix, rankme_vs_naive)
+from geomcap.bench.measures import (COSTLY_PARTS, LLC_CALIBRATION_STEPS, LLC_MAX_BIAS, LLC_MIN_SIGNAL_TO_NOISE,
+                                    LLC_SETTINGS, RANKME_D, RANKME_N, cheapest_adequate_llc, costly_cost,
+                                    geometry_cost, llc_calibration, llc_settings_table, naive_rankme,
+                                    costly_checkpoint_fraction, rankme_test_matrix, rankme_vs_naive)
 from geomcap.bench.projections import TARGETS, check_targets, project_grid
 from geomcap.bench.report import (ALL_PARTS, DEFAULT_PARTS, OPTIONAL_PARTS, figures_table, load_results, parse_parts,
                                   parse_sizes, run_bench)
@@ -71,6 +72,7 @@ __all__ = [
     "summarize", "peak_dtype", "matmul_peak", "PEERS", "GRID_STEPS", "flops_per_token",
     "build_peer", "make_train_step", "select_presets", "throughput", "thread_contention", "RANKME_N", "RANKME_D",
     "COSTLY_PARTS", "LLC_SETTINGS", "LLC_CALIBRATION_STEPS", "llc_calibration", "llc_settings_table",
+    "LLC_MIN_SIGNAL_TO_NOISE", "LLC_MAX_BIAS", "cheapest_adequate_llc", "costly_checkpoint_fraction",
     "geometry_cost", "costly_cost", "naive_rankme", "rankme_test_matrix", "rankme_vs_naive",
     "TARGETS", "check_targets", "project_grid", "DEFAULT_PARTS",
     "OPTIONAL_PARTS", "ALL_PARTS", "parse_parts", "parse_sizes", "run_bench", "load_results", "figures_table",

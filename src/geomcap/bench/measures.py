@@ -21,6 +21,12 @@ LLC_SETTINGS = ((4, 200), (4, 100), (2, 100), (1, 100))
 #: checkpoints of add hard on 405k, seed 0 (acquired at step 1178 in the grid): initialisation, the
 #: collapse floor, the plateau, before and after acquisition
 LLC_CALIBRATION_STEPS = (0, 64, 400, 800, 1100, 1300)
+#: a cheaper LLC setting is adequate when the reference setting's excursion over the run is at least this many
+#: times its noise over SGLD seeds ...
+LLC_MIN_SIGNAL_TO_NOISE = 10.0
+#: ... and its seed-mean stays within this share of that excursion of the reference's at every step (both
+#: fixed before the calibration was first run)
+LLC_MAX_BIAS = 0.1
 
 
 # --- per-checkpoint geometry ------------------------------------------------
@@ -231,6 +237,23 @@ def llc_settings_table(rows, drift_tolerance: float) -> list[dict]:
     for row in out:
         row["cost"] = row["seconds"] / out[0]["seconds"]
     return out
+
+
+def cheapest_adequate_llc(settings, min_signal_to_noise: float = LLC_MIN_SIGNAL_TO_NOISE,
+                          max_bias: float = LLC_MAX_BIAS) -> dict | None:
+    """The cheapest row of :func:`llc_settings_table` with ``signal_to_noise >= min_signal_to_noise`` and
+    ``max_bias <= max_bias``; None when none is (not even the reference, whose bias is 0)."""
+    ok = [s for s in settings if s["signal_to_noise"] >= min_signal_to_noise and s["max_bias"] <= max_bias]
+    return min(ok, key=lambda s: s["cost"]) if ok else None
+
+
+def costly_checkpoint_fraction(costly: dict, llc_cost: float) -> float:
+    """The time of one costly checkpoint (all the costly measures, the ``costly`` part's
+    ``per_costly_checkpoint_s``) if the LLC cost ``llc_cost`` times what it costs now (e.g. a cheaper
+    setting's ``cost``), as a fraction of its present time."""
+    llc_s = next(m["seconds"] for m in costly["measures"] if m["measure"] == "llc")
+    per_ckpt = costly["per_costly_checkpoint_s"]
+    return (per_ckpt - llc_s * (1 - llc_cost)) / per_ckpt
 
 
 # --- RankMe against a naive SVD -----------------------------------------------
