@@ -182,9 +182,9 @@ def llc_calibration(cfg, steps=LLC_CALIBRATION_STEPS, settings=LLC_SETTINGS, sgl
     setting, ``settings``: ``seconds`` (median per estimate), ``cost`` (against the first setting),
     ``noise`` (median over steps of the standard deviation over seeds), ``excursion`` (range over
     steps of the seed-mean), ``signal_to_noise`` (the first setting's excursion / this noise),
-    ``max_bias`` (largest |seed-mean - first setting's seed-mean| over steps, as a share of the first
-    setting's excursion) and ``not_flat`` (share of estimates whose |trace_drift| is above the
-    tolerance).
+    ``max_bias`` (the largest absolute difference over steps between its seed-mean and the first
+    setting's, as a share of the first setting's excursion) and ``not_flat`` (share of estimates
+    whose ``abs(trace_drift)`` is above the tolerance).
     """
     from geomcap import dynamics
     from geomcap.train import models_at, task_data
