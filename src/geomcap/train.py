@@ -494,6 +494,13 @@ def _cross_entropy(logits, answers) -> float:
     return torch.nn.functional.cross_entropy(logits.transpose(1, 2), answers).item()
 
 
+def dynamics_examples(data: tasks.TaskData, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed batch the costly measures are taken on: the first ``cfg.dynamics_size`` training
+    examples (prompts (N, Tp), answers (N, Ta))."""
+    n = min(cfg.dynamics_size, data.n_train)
+    return data.train_prompts[:n], data.train_answers[:n]
+
+
 def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig, carry: dict | None = None) -> list:
     """The costly measures ``cfg.measures`` requests, on a fixed batch of training examples -> rows
     (layer, measure, value): each option's rows (:func:`geomcap.measures.recorded_by`), in the order of
@@ -502,8 +509,7 @@ def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig, carry: dict |
     ``carry`` holds what one checkpoint hands the next (the Hessian's top eigenvector under
     ``hessian_warm_start``); it is updated in place.
     """
-    n = min(cfg.dynamics_size, data.n_train)
-    prompts, answers = data.train_prompts[:n], data.train_answers[:n]
+    prompts, answers = dynamics_examples(data, cfg)
     model = model.float().cpu()
     model.eval()
     carry = {} if carry is None else carry

@@ -59,9 +59,9 @@ from geomcap.bench.machine import (committed_results_dir, cpu_model, default_out
 from geomcap.bench.step import (GRID_STEPS, PEERS, build_peer, flops_per_token, make_train_step,
                                 select_presets, thread_contention, throughput)
 from geomcap.bench.measures import (COSTLY_PARTS, LLC_CALIBRATION_STEPS, LLC_MAX_BIAS, LLC_MIN_SIGNAL_TO_NOISE,
-                                    LLC_SETTINGS, RANKME_D, RANKME_N, cheapest_adequate_llc, costly_cost,
-                                    geometry_cost, llc_calibration, llc_settings_table, naive_rankme,
-                                    costly_checkpoint_fraction, rankme_test_matrix, rankme_vs_naive)
+                                    LLC_SETTINGS, RANKME_D, RANKME_N, cheapest_adequate_llc,
+                                    costly_checkpoint_fraction, costly_cost, geometry_cost, llc_calibration,
+                                    llc_settings_table, naive_rankme, rankme_test_matrix, rankme_vs_naive)
 from geomcap.bench.projections import TARGETS, check_targets, project_grid
 from geomcap.bench.report import (ALL_PARTS, DEFAULT_PARTS, OPTIONAL_PARTS, figures_table, load_results, parse_parts,
                                   parse_sizes, run_bench)

@@ -187,15 +187,13 @@ def llc_calibration(cfg, steps=LLC_CALIBRATION_STEPS, settings=LLC_SETTINGS, sgl
     whose ``abs(trace_drift)`` is above the tolerance).
     """
     from geomcap import dynamics
-    from geomcap.train import models_at, task_data
+    from geomcap.train import dynamics_examples, models_at, task_data
 
     settings = [tuple(int(v) for v in s) for s in settings]
     if not settings or any(c < 1 or d <= dynamics.LLC_DEFAULTS["burn_in"] for c, d in settings):
         raise ValueError(f"each setting needs >= 1 chain and more draws than the burn-in "
                          f"({dynamics.LLC_DEFAULTS['burn_in']}), got {settings}")
-    data = task_data(cfg)
-    n = min(cfg.dynamics_size, data.n_train)
-    prompts, answers = data.train_prompts[:n], data.train_answers[:n]  # the examples costly_measures uses
+    prompts, answers = dynamics_examples(task_data(cfg), cfg)
     rows = []
     for step, model in models_at(cfg, steps):
         model.eval()
@@ -211,7 +209,7 @@ def llc_calibration(cfg, steps=LLC_CALIBRATION_STEPS, settings=LLC_SETTINGS, sgl
         if on_progress is not None:
             on_progress({"rows": rows})
     return {"task": cfg.task, "level": cfg.level, "size": cfg.size, "seed": cfg.seed, "steps": list(steps),
-            "n_examples": n, "rows": rows,
+            "n_examples": len(prompts), "rows": rows,
             "settings": llc_settings_table(rows, dynamics.LLC_DRIFT_TOLERANCE)}
 
 
