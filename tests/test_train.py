@@ -352,6 +352,19 @@ def test_a_costly_window_adds_every_checkpoint_in_it():
             small_config(costly_window=bad)
 
 
+def test_a_windowed_run_resumes_and_reruns(tmp_path, monkeypatch):
+    """A windowed run once failed to resume ("holds a different run (differs in: costly_window)"): its
+    config.json held the window as a list, the config as a tuple."""
+    cfg = small_config(steps=16, measures=("grad_rank",), costly_every=2, n_log_checkpoints=0,
+                       n_linear_checkpoints=8, dense_steps=0, costly_window=(10, 14))
+    reference = train(cfg, out=tmp_path / "reference", progress=False)
+    _interrupted_run(tmp_path / "resumed", monkeypatch, cfg)
+    resumed = train(cfg, out=tmp_path / "resumed", progress=False)
+    assert (resumed / store.METRICS_FILE).read_bytes() == (reference / store.METRICS_FILE).read_bytes()
+    again = train(cfg, out=tmp_path / "resumed", progress=False)  # complete: nothing to do, no error
+    assert (again / store.METRICS_FILE).read_bytes() == (reference / store.METRICS_FILE).read_bytes()
+
+
 def test_models_at_gives_the_runs_weights_at_its_checkpoints(tmp_path):
     import torch
 

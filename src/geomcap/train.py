@@ -167,6 +167,9 @@ class TrainConfig:
             d.pop("hessian_warm_start", None)
         if not d["measures"]:  # nor does a window for costly measures that are not taken
             d.pop("costly_window", None)
+        elif d.get("costly_window") is not None:
+            # as config.json holds it (a list), so that resuming compares equal to what was written
+            d["costly_window"] = list(d["costly_window"])
         return d
 
     @classmethod
