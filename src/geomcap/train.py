@@ -68,6 +68,7 @@ Every measure, with where and when it is recorded, is listed once in :mod:`geomc
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import time
@@ -167,9 +168,6 @@ class TrainConfig:
             d.pop("hessian_warm_start", None)
         if not d["measures"]:  # nor does a window for costly measures that are not taken
             d.pop("costly_window", None)
-        elif d.get("costly_window") is not None:
-            # as config.json holds it (a list), so that resuming compares equal to what was written
-            d["costly_window"] = list(d["costly_window"])
         return d
 
     @classmethod
@@ -566,8 +564,9 @@ def _prepare_run_dir(cfg: TrainConfig, out) -> Path:
     if (run_dir / store.CONFIG_FILE).exists():
         existing = store.read_config(run_dir)
         existing.pop("provenance", None)
-        if existing != cfg.to_dict():
-            diff = sorted(k for k in set(existing) | set(cfg.to_dict()) if existing.get(k) != cfg.to_dict().get(k))
+        wanted = json.loads(json.dumps(cfg.to_dict()))  # as config.json holds it: tuples read back as lists
+        if existing != wanted:
+            diff = sorted(k for k in set(existing) | set(wanted) if existing.get(k) != wanted.get(k))
             raise ValueError(f"{run_dir} holds a different run (differs in: {', '.join(diff)}); choose another --out")
     return run_dir
 
