@@ -220,6 +220,10 @@ def test_claims_c5_c6_known_both_ways():
     flat["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
     assert results.claim_c6(flat)["verdict"] == "not reproduced"
     assert results.claim_c5(flat)["verdict"] == "partly reproduced"
+    # every hard run's transition at one step: the timing rho is undefined, and says so (never "nan")
+    tied = shaped.assign(rankme_transition_step=[10, 20, 30, 40, 700, 700, 700, 700])
+    assert "timing rho undefined (4 runs" in results.claim_c5(tied)["ours"]
+    assert "nan" not in results.claim_c5(tied)["ours"] and results.claim_c5(tied)["verdict"] == "partly reproduced"
     # too few hard runs
     assert results.claim_c5(_summary(["easy", "hard"], [True, True], [True, True]))["verdict"] == "not testable"
 

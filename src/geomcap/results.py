@@ -1418,8 +1418,7 @@ def claim_c5(summary: pd.DataFrame) -> dict:
                                "plateau)", rule=rule)
     hard = summary[difficulty_class(summary) == "hard"]
     timing = timing_prediction(hard, "rankme")
-    text = (f"rankme: {_reading_text(r)}; timing rho {timing['rho']:.2f} (CI {timing['ci_low']:.2f} to "
-            f"{timing['ci_high']:.2f}, {timing['runs']} runs)")
+    text = f"rankme: {_reading_text(r)}; timing rho {timing_text(timing)}"
     after = _readings(table, RANKME_AFTER_FLOOR, "hard", "difficulty")
     if after:
         text += f"; from its floor onward {after['precursor']}/{after['runs']}"
