@@ -197,3 +197,17 @@ def test_aligned_measures_puts_runs_on_the_acquisition_clock():
             assert list(line.get_xdata()) == [i / 4 for i in range(9)]
             assert list(line.get_ydata()) == [i / 8 for i in range(9)]
     assert {t.get_text() for t in fig.legends[0].get_texts()} == {"add/hard seed 0", "add/hard seed 1"}
+
+
+def test_geometry_share_figure_one_colour_per_preset_and_the_target_line():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    index = pd.DataFrame({"size": ["405k", "405k", "1.3m"], "trained_steps": [560, 8000, 900],
+                          "geometry_share": [0.2, 0.02, None]})
+    fig = plots.geometry_share_figure(index, 0.10)
+    ax = fig.axes[0]
+    assert [c.get_offsets().shape[0] for c in ax.collections] == [2]  # a run without a share is not drawn
+    assert [line.get_ydata()[0] for line in ax.lines] == [0.10]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["405k", "target: 10%"]
+    plt.close(fig)

@@ -721,3 +721,16 @@ def test_costly_health_table_names_the_window(tmp_path):
                          "path": [str(run), str(run)], "measures": [["llc"], ["llc"]],
                          "costly_window": [[428, 1288], float("nan")]})
     assert results.costly_health_table(runs)["window"].tolist() == ["428-1288", ""]
+
+
+def test_geometry_share_text_counts_the_runs_over_the_limit_and_how_long_they_trained():
+    index = pd.DataFrame({"steps": [2000, 2000, 8000, 8000], "trained_steps": [560, 900, 8000, 3000],
+                          "geometry_share": [0.20, 0.12, 0.02, 0.04]})
+    text = results.geometry_share_text(index, 0.10, 128)
+    assert ("On the 4 committed runs the per-checkpoint geometry took 8.0% of the training time "
+            "(median; 2.0% to 20.0%)") in text
+    assert "2 runs exceed the target of 10%; each of them trained at most 900 steps (all stopped" in text
+    assert "The 2 runs that trained longer stay at or below 4.0% (median 3.0%)" in text
+    under = results.geometry_share_text(index.assign(geometry_share=[0.05, 0.04, 0.02, 0.01]), 0.10, 128)
+    assert under.endswith("None exceeds the target of 10%.")
+    assert results.geometry_share_text(index.assign(geometry_share=None), 0.10, 128).startswith("No committed run")

@@ -501,6 +501,27 @@ def llc_calibration_figure(calibration: dict):
     return fig
 
 
+def geometry_share_figure(index, limit: float):
+    """Per committed run (``results.run_index``): the per-checkpoint geometry's share of training time
+    against the steps the run trained (log x), one colour per preset; the dashed line is ``limit``."""
+    set_style()
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    for i, (size, runs) in enumerate(index.dropna(subset=["geometry_share"]).groupby("size", sort=False)):
+        ax.scatter(runs["trained_steps"], runs["geometry_share"], s=16, alpha=0.8,
+                   color=SIZE_COLORS[i % len(SIZE_COLORS)], label=size)
+    ax.axhline(limit, color=PAPER_COLOR, linestyle="--", linewidth=1, label=f"target: {limit:.0%}")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(plt.matplotlib.ticker.LogLocator(base=2))
+    ax.xaxis.set_major_formatter(plt.matplotlib.ticker.StrMethodFormatter("{x:.0f}"))
+    ax.xaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter())
+    ax.yaxis.set_major_formatter(plt.matplotlib.ticker.PercentFormatter(1.0))
+    ax.set(xlabel="steps trained (a run stops a margin after acquisition)",
+           ylabel="geometry / training time")
+    ax.legend(fontsize="small", frameon=False, ncols=2)
+    fig.tight_layout()
+    return fig
+
+
 def bench_figure(result, title: str | None = None):
     """Four panels of one ``geomcap bench`` result (``geomcap.bench.run_bench``).
 

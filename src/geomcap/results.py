@@ -105,7 +105,9 @@ def load_metrics(runs: pd.DataFrame, measures=None) -> pd.DataFrame:
 
 def run_index(root=None) -> pd.DataFrame:
     """One row per complete run (every one that trained, so a setting run twice is listed twice):
-    task, level, size, seed, steps, measures, wall time and throughput."""
+    task, level, size, seed, steps, measures, wall time and throughput; ``trained_steps`` (the step a run
+    stopped at after acquisition, else ``steps``), its number of checkpoints, and ``geometry_share``
+    (per-checkpoint geometry seconds / training seconds)."""
     runs = load_runs(root, one_per_setting=False)
     rows = []
     for row in runs.itertuples():
@@ -113,8 +115,34 @@ def run_index(root=None) -> pd.DataFrame:
         wall = sum(status.get(k, 0.0) for k in ("train_s", "eval_s", "costly_s"))
         rows.append({"run": row.run, **{k: getattr(row, k) for k in (*RUN_KEYS, "steps")},
                      "measures": ",".join(row.measures), "wall_s": round(wall, 1),
-                     "ms_per_step": status.get("ms_per_step"), "geometry_share": status.get("geometry_share")})
+                     "ms_per_step": status.get("ms_per_step"),
+                     "trained_steps": status.get("stopped_at") or row.steps,
+                     "checkpoints": status.get("checkpoints"), "geometry_share": status.get("geometry_share")})
     return pd.DataFrame(rows)
+
+
+def geometry_share_text(index: pd.DataFrame, limit: float, dense_steps: int) -> str:
+    """What :func:`run_index`'s ``geometry_share`` says against ``limit`` (e.g. 0.10): median and range
+    over the runs, how many exceed the limit and how long those trained, and the same over the rest
+    (``dense_steps``: the runs' checkpoint at every step up to there, ``TrainConfig.dense_steps``)."""
+    index = index.dropna(subset=["geometry_share"])
+    if index.empty:
+        return "No committed run records its geometry share."
+    share = index["geometry_share"]
+    over = index[share > limit]
+    text = (f"On the {len(index)} committed runs the per-checkpoint geometry took {share.median():.1%} of "
+            f"the training time (median; {share.min():.1%} to {share.max():.1%}). ")
+    if over.empty:
+        return text + f"None exceeds the target of {limit:.0%}."
+    longer = index[index["trained_steps"] > over["trained_steps"].max()]
+    stopped = "all stopped after acquisition" if (over["trained_steps"] < over["steps"]).all() else "not all stopped"
+    text += (f"{len(over)} runs exceed the target of {limit:.0%}; each of them trained at most "
+             f"{int(over['trained_steps'].max())} steps ({stopped}), where the checkpoint at every one of the "
+             f"first {dense_steps} steps weighs more against the short training. ")
+    if len(longer):
+        text += (f"The {len(longer)} runs that trained longer stay at or below "
+                 f"{longer['geometry_share'].max():.1%} (median {longer['geometry_share'].median():.1%}).")
+    return text
 
 
 #: the columns of :func:`costly_health_table`
