@@ -29,8 +29,8 @@ def test_presets_lists_six_sizes_and_the_depth_variants():
     out = run("presets")
     assert out.returncode == 0
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 9 and lines[1].startswith("405k") and lines[6].startswith("151m")
-    assert lines[7].startswith("405k-deep") and lines[8].startswith("1.3m-deep")
+    assert len(lines) == 10 and lines[1].startswith("405k") and lines[6].startswith("151m")
+    assert lines[7].startswith("405k-deep") and lines[8].startswith("1.3m-deep") and lines[9].startswith("grok-1l")
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -235,15 +235,15 @@ def test_train_from_and_threads_errors(tmp_path, args, fragment):
 
 
 def test_train_options_are_trainconfig_s_fields():
-    """Every TrainConfig field (but a level's parameters) is an option of geomcap train, with the field's
-    type; an option not given is not in the namespace, so TrainConfig's default applies."""
+    """Every TrainConfig field is an option of geomcap train, with the field's type; an option not given is
+    not in the namespace, so TrainConfig's default applies."""
     from dataclasses import fields
 
     from geomcap import cli
     from geomcap.train import TrainConfig
 
     parser = cli.build_parser()
-    assert cli.config_fields() == [f.name for f in fields(TrainConfig) if f.name != "task_params"]
+    assert cli.config_fields() == [f.name for f in fields(TrainConfig)]
     args = parser.parse_args(["train", "--task", "add", "--level", "easy", "--beta1", "0.8", "--warmup-steps", "7",
                               "--stop-margin", "none", "--hessian-warm-start", "false", "--measures", "llc,hessian_top"])
     given = {name: getattr(args, name) for name in cli.config_fields() if hasattr(args, name)}
@@ -257,6 +257,15 @@ def test_train_options_are_trainconfig_s_fields():
         parser.parse_args(["train", "--task", "add", "--level", "easy", "--hessian-warm-start", "maybe"])
     window = parser.parse_args(["train", "--task", "add", "--level", "easy", "--costly-window", "900,1400"])
     assert window.costly_window == (900, 1400)
+    grok = parser.parse_args(["train", "--task", "mod", "--level", "hard", "--task-params",
+                              "p=113,train_fraction=0.3,number_tokens=true", "--control", "none",
+                              "--grad-clip", "none", "--full-batch", "true", "--schedule", "constant"])
+    assert grok.task_params == {"p": 113, "train_fraction": 0.3, "number_tokens": True}
+    assert (grok.control, grok.grad_clip, grok.full_batch, grok.schedule) == (None, None, True, "constant")
+    with pytest.raises(cli._UsageError, match="--task-params takes KEY=VALUE"):
+        parser.parse_args(["train", "--task", "mod", "--level", "hard", "--task-params", "113"])
+    with pytest.raises(cli._UsageError, match="argument --control: invalid choice"):
+        parser.parse_args(["train", "--task", "mod", "--level", "hard", "--control", "shuffle"])
 
 
 def test_sweep_settings_take_the_fields_types():

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from geomcap import tasks
-from geomcap.models import (DEPTH_PRESETS, PRESETS, answer_inputs, answer_logits, answer_loss, build,
+from geomcap.models import (DEPTH_PRESETS, GROKKING_PRESETS, PRESETS, answer_inputs, answer_logits, answer_loss, build,
                             count_parameters, preset_table)
 
 
@@ -20,7 +20,7 @@ def test_six_presets_span_the_papers_range():
 
 def test_depth_variants_are_deep_at_the_same_budget():
     rows = {r["preset"]: r for r in preset_table(tasks.VOCAB_SIZE)}
-    assert list(rows) == [*PRESETS, *DEPTH_PRESETS]
+    assert list(rows) == [*PRESETS, *DEPTH_PRESETS, *GROKKING_PRESETS]
     for deep, base in (("405k-deep", "405k"), ("1.3m-deep", "1.3m")):
         assert rows[deep]["layers"] >= 6 > rows[base]["layers"]
         assert abs(rows[deep]["parameters"] / rows[base]["parameters"] - 1) < 0.1
@@ -97,3 +97,20 @@ def test_answer_scoring_positions():
     manual = torch.nn.functional.cross_entropy(logits[3], a[3])
     torch.testing.assert_close(per_example[3], manual)
     torch.testing.assert_close(answer_loss(model, p, a), per_example.mean())
+
+
+def test_grokking_model_is_nandas_one_layer_relu_model_without_layernorm():
+    """grok-1l: one block of width 128 with 4 heads, MLP 512 with ReLU, no LayerNorm, untied unembedding
+    (Nanda et al. 2023); its last hidden state is the residual stream itself."""
+    torch.manual_seed(0)
+    model = build("grok-1l", 138).eval()
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
+    assert model.lm_head.weight is not model.tok_emb.weight
+    assert model.blocks[0].mlp.fc.out_features == 512 and model.blocks[0].attn.n_head == 4
+    d, v, t = 128, 138, 64  # embeddings + attention + MLP (biases included) + the untied unembedding
+    assert count_parameters(model) == v * d + t * d + (3 * d * d + 3 * d + d * d + d) + (2 * 4 * d * d + 4 * d + d) + d * v
+    idx = torch.randint(v, (5, 3))
+    _, hidden, residual = model(idx, return_hidden=True, return_residual=True)
+    assert torch.equal(hidden[-1], residual)
+    x = torch.randn(4, 3, d)
+    assert torch.equal(model.blocks[0].mlp(x), model.blocks[0].mlp.proj(torch.relu(model.blocks[0].mlp.fc(x))))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from geomcap import tasks
-from geomcap.tasks import LEVELS, TASKS
+from geomcap.tasks import LEVELS, TASKS, VOCAB_SIZE, make_task
 
 PAIRS = list(itertools.product(TASKS, LEVELS))
 N_CHECK = 300  # rows per split checked by brute force
@@ -353,3 +353,26 @@ def test_answer_order_errors_name_the_value():
         tasks.make_task("add", "easy", answer_order="backwards")
     with pytest.raises(ValueError, match="applies to add, mod, mul only, not 'sort'"):
         tasks.make_task("sort", "easy", answer_order="lsd")
+
+
+def test_mod_with_number_tokens_is_nandas_format_with_the_digit_tasks_split():
+    """One token per number: prompt "a b =", answer one token; the same pairs split as the digit format
+    (the split depends on p, the share and the seed only); answers checked against solve by brute force."""
+    params = {"p": 113, "train_fraction": 0.3, "number_tokens": True}
+    data = make_task("mod", "hard", seed=1, params=params)
+    assert data.vocab_size == VOCAB_SIZE + 113 and tasks.vocabulary("mod", params)[-1] == "#112"
+    assert (data.n_train, data.n_test) == (int(0.3 * 113 * 113), 113 * 113 - int(0.3 * 113 * 113))
+    assert data.prompt_len == 3 and data.answer_len == 1 and data.answer_position == 2
+    for prompts, answers in ((data.train_prompts, data.train_answers), (data.test_prompts, data.test_answers)):
+        a, b = (prompts[:, 0] - VOCAB_SIZE), (prompts[:, 1] - VOCAB_SIZE)
+        assert torch.equal(answers[:, 0] - VOCAB_SIZE, (a + b) % 113)
+        assert all(tasks.solve("mod", "hard", p, params) == ans.tolist() for p, ans in zip(prompts[:50], answers[:50]))
+    pairs = lambda t: {(int(x), int(y)) for x, y in t}  # noqa: E731
+    train_pairs = pairs(data.train_prompts[:, :2] - VOCAB_SIZE)
+    assert not train_pairs & pairs(data.test_prompts[:, :2] - VOCAB_SIZE)
+    assert len(train_pairs | pairs(data.test_prompts[:, :2] - VOCAB_SIZE)) == 113 * 113
+    assert tasks.encode(tasks.decode(data.test_prompts[0])) == data.test_prompts[0].tolist()
+    with pytest.raises(ValueError, match="number_tokens must be in"):
+        tasks.check_params("mod", {"p": 5000, "train_fraction": 0.3, "number_tokens": True})
+    with pytest.raises(ValueError, match="mod p must be in \\[2, 100\\]"):
+        tasks.check_params("mod", {"p": 113, "train_fraction": 0.3})

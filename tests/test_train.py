@@ -86,11 +86,13 @@ def test_copy_easy_learns(tmp_path):
     assert config["provenance"]["geomcap_version"]
     # tidy format: measure names lower case; layer -1 for model-level, 0.. for per-layer
     assert list(metrics.columns) == ["step", "layer", "measure", "value"]
-    assert set(metrics.loc[metrics.layer == -1, "measure"]) == {"loss", "train_accuracy", "test_loss", "accuracy", "first_token_accuracy"}
+    assert set(metrics.loc[metrics.layer == -1, "measure"]) == {"loss", "train_accuracy", "test_loss", "accuracy",
+                                                                "first_token_accuracy", "param_norm"}
     assert set(metrics.loc[metrics.layer >= 0, "layer"]) == {0, 1, 2}
     assert set(metrics.loc[metrics.layer == 2, "measure"]) == {
         "rankme", "rankme_centred", "rankme_all_positions", "rankme_mean_pooled", "mean_energy_share",
-        "probe_accuracy", "rankme_residual", "rankme_centred_residual", "mean_energy_share_residual"}
+        "probe_accuracy", "probe_control_accuracy", "rankme_residual", "rankme_centred_residual",
+        "mean_energy_share_residual"}
     assert all(m == m.lower() for m in metrics.measure.unique())
     # the costly SVD variants and the training-set evaluation only at the powers of two of the dense part
     variant_at = set(metrics.loc[metrics.measure == "rankme_all_positions", "step"])

@@ -157,8 +157,8 @@ def _pythia_parsers(sub) -> None:
     p.add_argument("--layers", default="final", help="final, all, or comma-separated layer indices")
 
 
-#: the TrainConfig fields geomcap train does not take as options (a level's parameters: --from a config)
-NOT_OPTIONS = ("task_params",)
+#: the TrainConfig fields geomcap train does not take as options
+NOT_OPTIONS = ()
 
 
 def config_fields() -> list[str]:
@@ -200,6 +200,26 @@ def _typed(kind: type, none: bool):
     return parse
 
 
+def _task_params(text: str) -> dict:
+    """--task-params: "KEY=VALUE,..." -> a dict; a value reads as an int, a float, true/false, or text."""
+    params = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise argparse.ArgumentTypeError(f"--task-params takes KEY=VALUE,... (e.g. p=113,train_fraction=0.3), "
+                                             f"got {text!r}")
+        value = value.strip()
+        for convert in (int, float):
+            try:
+                params[key.strip()] = convert(value)
+                break
+            except ValueError:
+                continue
+        else:
+            params[key.strip()] = {"true": True, "false": False}.get(value.lower(), value)
+    return params
+
+
 def _flag(text: str) -> bool:
     if text.lower() not in ("true", "false"):
         raise ValueError(text)
@@ -212,7 +232,7 @@ def _config_options(p) -> None:
 
     from geomcap import tasks
     from geomcap.measures import COSTLY_MEASURES
-    from geomcap.train import TrainConfig, field_type
+    from geomcap.train import CONTROLS, SCHEDULES, TrainConfig, field_type
 
     about = {"task": ", ".join(tasks.TASKS), "level": ", ".join(tasks.LEVELS),
              "size": "model preset (see `geomcap presets`)", "steps": "optimizer steps",
@@ -222,14 +242,23 @@ def _config_options(p) -> None:
              "stop_margin": "stop a margin after acquisition (see geomcap.train); none: train every step",
              "hessian_warm_start": "true or false",
              "costly_window": "FIRST,LAST: the costly measures also at every checkpoint of these steps "
-                              "(e.g. around a run's acquisition)"}
+                              "(e.g. around a run's acquisition)",
+             "task_params": "KEY=VALUE,...: the level's parameters instead of the level table's row, e.g. "
+                            "p=113,train_fraction=0.3,number_tokens=true (mod, one token per number)",
+             "control": "shuffled_answers: the negative control (answers permuted across prompts)",
+             "schedule": "cosine (warmup, then cosine decay to min_lr_ratio x lr) or constant (warmup, then lr)",
+             "full_batch": "true: every step on the whole training set",
+             "stop_at": "stop at the first checkpoint at or after this step (the schedule still spans --steps)",
+             "perturb": "multiply each initial weight by 1 + PERTURB x N(0, 1) (twins of a run)",
+             "perturb_seed": "the seed of that noise"}
     for f in fields(TrainConfig):
         if f.name in NOT_OPTIONS:
             continue
-        kind = _window if f.name == "costly_window" else field_type(f.name)
+        kind = {"costly_window": _window, "task_params": _task_params}.get(f.name) or field_type(f.name)
         text = about.get(f.name, f.name.replace("_", " "))
         text += " (required)" if f.default is MISSING else f"; default {_default_text(f.name)}"
-        choices = tasks.ANSWER_ORDERS if f.name == "answer_order" else None
+        choices = {"answer_order": tasks.ANSWER_ORDERS, "schedule": SCHEDULES,
+                   "control": (*CONTROLS, None)}.get(f.name)
         # SUPPRESS: an option not given is not in the namespace (--from tells which were given)
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=_typed(kind, "None" in str(f.type)),
                        default=argparse.SUPPRESS, choices=choices, help=text)

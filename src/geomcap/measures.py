@@ -5,7 +5,8 @@ at layer -1; ``"each"``, one per layer, 0 = embeddings; ``"last"``, at the last 
 it is *costly* (recorded only when its ``option`` is in ``TrainConfig.measures``), at which checkpoints
 it is recorded (``recorded``, see :data:`RECORDED`), and how the analysis reads it (``precursor``:
 its transition is compared with acquisition, :data:`geomcap.events.PRECURSOR_MEASURES`; ``baseline``:
-a behavioural series, which moves with behaviour by construction).
+a series every precursor is compared with: behaviour, which moves with behaviour by construction, and the
+parameter norm).
 
 The registry is the list of names the rest of geomcap reads: :mod:`geomcap.train` (what to record,
 when), :mod:`geomcap.events` (the precursor series), :mod:`geomcap.results` and the ``geomcap``
@@ -68,6 +69,8 @@ MEASURES = (
             precursor=True),
     Measure("mean_energy_share_residual", "last", "every", "the same, before the final LayerNorm", precursor=True),
     Measure("probe_accuracy", "each", "every", "linear probe to the first answer token", precursor=True),
+    Measure("probe_control_accuracy", "each", "every", "the same probe on the control task's labels (a fixed "
+            "random function of the prompt; Hewitt & Liang 2019): selectivity = probe_accuracy minus this"),
     Measure("grad_rank", "model", "costly", "effective rank of the per-example gradients", costly=True,
             option="grad_rank", precursor=True),
     Measure("grad_cov_rank", "model", "costly", "effective rank of their covariance", costly=True,
@@ -86,6 +89,8 @@ MEASURES = (
     Measure("train_accuracy", "model", "train_eval", "exact match on that batch", baseline=True, precursor=True),
     Measure("first_token_accuracy", "model", "every", "accuracy on the first answer token alone (the probes' "
             "target)", baseline=True, precursor=True),
+    Measure("param_norm", "model", "every", "L2 norm of all parameters (Omnigrok's confound for grokking's "
+            "timing)", baseline=True, precursor=True),
     Measure("loss", "model", "train_eval", "cross-entropy on a fixed batch of training examples"),
     Measure("accuracy", "model", "every", "exact match on the test set (acquisition is read from it)"),
 )
@@ -96,7 +101,7 @@ BY_NAME = {m.name: m for m in MEASURES}
 COSTLY_MEASURES = tuple(dict.fromkeys(m.option for m in MEASURES if m.costly))
 #: the ways of computing RankMe at every layer (the sensitivity analysis)
 RANKME_VARIANTS = tuple(m.name for m in MEASURES if m.layers == "each" and m.name.startswith("rankme"))
-#: the behavioural baselines every precursor is compared with
+#: the baselines every precursor is compared with (behaviour, and the parameter norm)
 BEHAVIOURAL_BASELINES = tuple(m.name for m in MEASURES if m.baseline)
 #: how config.json spells a costly measure whose name changed: the runs hashed with it keep their names
 CONFIG_SPELLING = {"hessian_top": "hessian"}

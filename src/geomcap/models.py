@@ -29,6 +29,12 @@ preset          layers  width  heads  parameters
 ``1.3m-deep``   8       120    6      ~1.39M
 ==============  ======  =====  =====  =============
 
+One more model reproduces the grokking runs of Nanda et al. (2023)
+(``GROKKING_PRESETS``): ``grok-1l``, one block, width 128, 4 heads, MLP 512
+with ReLU, no LayerNorm, untied unembedding (``ModelConfig``'s
+``activation``, ``layer_norm`` and ``tied``). Without LayerNorm the last
+hidden state is the last block's residual stream itself.
+
 (``geomcap presets`` prints the exact counts.) Dropout is 0 everywhere:
 the LLC estimator puts the model in train mode, and the measures must see
 the same function in train and eval mode.
@@ -51,6 +57,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     n_layer: int
@@ -58,10 +67,15 @@ class ModelConfig:
     n_head: int
     block_size: int = 64
     mlp_ratio: int = 4
+    activation: str = "gelu"    # the MLP's non-linearity: "gelu" or "relu"
+    layer_norm: bool = True     # pre-LayerNorm blocks and a final LayerNorm; False: none at all
+    tied: bool = True           # the unembedding is the token embedding (GPT-2); False: its own matrix
 
     def __post_init__(self):
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
 
 
 PRESETS: dict[str, ModelConfig] = {
@@ -79,8 +93,13 @@ DEPTH_PRESETS: dict[str, ModelConfig] = {
     "405k-deep": ModelConfig(n_layer=6, d_model=72, n_head=4),
     "1.3m-deep": ModelConfig(n_layer=8, d_model=120, n_head=6),
 }
-#: every model that ``build`` accepts: the six presets, then the depth variants
-ALL_PRESETS: dict[str, ModelConfig] = {**PRESETS, **DEPTH_PRESETS}
+#: the one-layer model of Nanda et al. (2023)'s grokking runs: d_model 128, 4 heads of 32, MLP 512 with
+#: ReLU, no LayerNorm, untied embedding and unembedding (learned positions, as every preset)
+GROKKING_PRESETS: dict[str, ModelConfig] = {
+    "grok-1l": ModelConfig(n_layer=1, d_model=128, n_head=4, activation="relu", layer_norm=False, tied=False),
+}
+#: every model that ``build`` accepts: the six presets, then the depth variants and the grokking model
+ALL_PRESETS: dict[str, ModelConfig] = {**PRESETS, **DEPTH_PRESETS, **GROKKING_PRESETS}
 
 
 def check_preset(preset: str) -> None:
@@ -109,17 +128,18 @@ class MLP(nn.Module):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
         self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model)
+        self.activation = ACTIVATIONS[cfg.activation]
 
     def forward(self, x):
-        return self.proj(F.gelu(self.fc(x)))
+        return self.proj(self.activation(self.fc(x)))
 
 
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.ln1 = nn.LayerNorm(cfg.d_model) if cfg.layer_norm else nn.Identity()
         self.attn = CausalSelfAttention(cfg)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.ln2 = nn.LayerNorm(cfg.d_model) if cfg.layer_norm else nn.Identity()
         self.mlp = MLP(cfg)
 
     def forward(self, x):
@@ -135,9 +155,10 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.layer_norm else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight  # weight tying, as GPT-2
+        if cfg.tied:
+            self.lm_head.weight = self.tok_emb.weight  # weight tying, as GPT-2
         self.apply(self._init_weights)
         # GPT-2's scaled init of the projections that write into the residual stream
         for name, p in self.named_parameters():

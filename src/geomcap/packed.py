@@ -60,10 +60,11 @@ import torch.nn.functional as F
 from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
 from geomcap import store, tasks
-from geomcap.models import ModelConfig, answer_inputs, build, count_parameters
+from geomcap.models import ALL_PRESETS, ModelConfig, answer_inputs, build, count_parameters
 from geomcap.train import (TrainConfig, _prepare_run_dir, _progress_summary, autocast, check_writable,
                            checkpoint_steps, costly_measures, evaluate, learning_rate, make_optimizer,
-                           recorded_at, resolve_device, stop_due, write_status)
+                           perturb_weights, recorded_at, resolve_device, stop_due, task_data, task_facts,
+                           write_status)
 
 ADAM_EPS = 1e-8  # torch.optim.AdamW's default, which train.train uses
 #: the config fields every run of a pack must share (one step loop, one checkpoint schedule)
@@ -210,6 +211,12 @@ def check_packable(configs) -> None:
         values = sorted({str(getattr(c, name)) for c in configs})
         if len(values) > 1:
             raise ValueError(f"packed runs must share {name}; got {', '.join(values)}")
+    for c in configs:  # what the packed forward pass and update do not implement: train these alone
+        model = ALL_PRESETS[c.size]
+        if (c.full_batch or c.grad_clip is None or c.task_params.get("number_tokens")
+                or (model.activation, model.layer_norm, model.tied) != ("gelu", True, True)):
+            raise ValueError(f"{c.task}/{c.level} {c.size} seed {c.seed} cannot be packed (full batch, no "
+                             "clipping, number tokens or a ReLU/no-LayerNorm/untied model): train it alone")
 
 
 def pack_key(cfg: TrainConfig) -> tuple:
@@ -236,10 +243,11 @@ def _lock_run(cfg: TrainConfig, out, locks: contextlib.ExitStack) -> bool:
 
 def _open_run(cfg: TrainConfig, run_dir: Path, dev, seq_len: int, pack: int) -> _Run:
     """A locked run ready to train (resumed from its state.pt if there is one)."""
-    data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
-                           answer_order=cfg.answer_order, params=cfg.task_params)
+    data = task_data(cfg)
     torch.manual_seed(cfg.seed)
-    model = build(cfg.size, tasks.VOCAB_SIZE)
+    model = build(cfg.size, data.vocab_size)
+    if cfg.perturb:
+        perturb_weights(model, cfg.perturb, cfg.perturb_seed)
     if seq_len > model.cfg.block_size:
         raise ValueError(f"the pack needs {seq_len} positions, more than block_size {model.cfg.block_size}")
     model.to(dev)
@@ -425,6 +433,6 @@ def _train_runs(runs: list, dev, progress: bool, keep_state: bool, save_state: b
 
     for r in runs:
         write_status(r.run_dir, r.cfg, r.step, schedule, r.timers, count_parameters(r.model),
-                     r.data.prompt_len + r.data.answer_len - 1)
+                     r.data.prompt_len + r.data.answer_len - 1, task_facts(r.data, r.cfg))
         if not keep_state:
             r.state_path.unlink(missing_ok=True)

@@ -9,11 +9,40 @@ training loop probe every layer at every checkpoint. It is fit on one half
 of the probe set and scored on the other half (a fixed, seeded split), so
 probe accuracy is a held-out accuracy, comparable with the model's own test
 accuracy.
+
+A probe that decodes the answer may only be reading the input: a rich enough
+representation lets a linear map send input features to any labels. The
+control task of Hewitt & Liang (2019) measures that: the same probe, fit to
+labels that are a fixed random function of the prompt with the answer's
+marginals (:func:`control_labels`). *Selectivity* is the probe's accuracy on
+the true labels minus its accuracy on the control labels.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+
+def control_labels(prompts, labels, seed: int = 0) -> np.ndarray:
+    """Control-task labels (Hewitt & Liang 2019) for probe prompts: a fixed random function of the prompt.
+
+    prompts: (N, T) int token ids; labels: (N,) the true labels (their empirical distribution is the
+    control's marginal). The function reads the prompt through a *key*, its second token and its
+    second-to-last token (for a digit task the first and the last operand digit; for ``a b =`` with one
+    token per number, ``b``), so that keys recur between the probe's fit and score halves, as word types
+    recur in Hewitt & Liang's control tasks: a probe scores above the marginal only if the hidden state
+    carries those input tokens in a linearly decodable form. Each distinct key gets one label drawn from
+    the labels' empirical distribution with a generator seeded by ``seed`` (keys in sorted order).
+    Returns (N,) labels of ``labels``' dtype.
+    """
+    prompts = np.asarray(prompts)
+    labels = np.asarray(labels)
+    if prompts.ndim != 2 or prompts.shape[0] != labels.shape[0] or prompts.shape[1] < 2:
+        raise ValueError(f"control_labels needs prompts (N, T >= 2) and labels (N,), got {prompts.shape} "
+                         f"and {labels.shape}")
+    keys, key_index = np.unique(prompts[:, [1, -2]], axis=0, return_inverse=True)
+    drawn = np.random.default_rng(seed).choice(labels, size=len(keys), replace=True)
+    return drawn[key_index.reshape(-1)]
 
 
 def probe_split(n: int, seed: int = 0, fit_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:

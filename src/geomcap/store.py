@@ -391,7 +391,21 @@ def git_commit() -> str | None:
     return commit + ("-dirty" if dirty else "")
 
 
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux), else platform.processor()."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def provenance(device: str) -> dict:
+    """What a run's config.json records of where it was made: versions, git commit, device, threads, and the
+    CPU (model and the instruction-set level torch's kernels use: runs agree byte for byte only on the same
+    kind of CPU at the same thread count)."""
     return {
         "geomcap_version": geomcap.__version__,
         "git_commit": git_commit(),
@@ -399,6 +413,8 @@ def provenance(device: str) -> dict:
         "python_version": platform.python_version(),
         "device": device,
         "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "threads": torch.get_num_threads(),
     }
 

@@ -30,6 +30,11 @@ Level table (``LEVEL_TABLE``; n = digits per operand unless stated)::
     mod: a, b in [0, p) written with w = len(str(p - 1)) digits (w = 2); the percentage is the
     share of the p*p pairs used for training (the rest is the test set).
 
+    mod with ``number_tokens: True`` (the grokking setting of Nanda et al. 2023, not a level of the
+    table): one token per number, prompt ``a b =`` and the answer ``(a + b) mod p`` as one token; the
+    vocabulary is the shared one plus the p number tokens ``#0 .. #p-1`` (:func:`vocabulary`), so
+    only such runs have a larger embedding.
+
 The levels were redefined after the first CPU grid (``LEGACY_LEVEL_TABLE`` keeps its
 levels, so its runs stay reproducible), for three reasons that grid measured:
 
@@ -150,12 +155,26 @@ LEGACY_LEVEL_TABLE: dict[str, dict[str, dict]] = {
 PARAM_KEYS = {"copy": ("n_digits",), "reverse": ("n_digits",), "sort": ("n_digits",),
               "compare": ("n_digits",), "add": ("n_digits",), "parity": ("n_bits",),
               "mod": ("p", "train_fraction"), "mul": ("a_digits", "b_digits")}
+#: the keys a task's level parameters may add (parity: the answer format; mod: one token per number)
+OPTIONAL_PARAM_KEYS = {"parity": ("answer",), "mod": ("number_tokens",)}
 PARITY_ANSWERS = ("total", "running")
+MAX_NUMBER_TOKENS = 1000
 
 ENUMERATE_LIMIT = 2**20  # prompt spaces up to this size are enumerated, not sampled
 
 
 # --- vocabulary ---------------------------------------------------------------
+
+NUMBER_PREFIX = "#"  # number tokens "#0", "#1", ... follow the shared vocabulary (mod with number_tokens)
+
+
+def vocabulary(task: str, params: dict) -> tuple[str, ...]:
+    """The tokens of a (task, level parameters): the shared :data:`VOCAB`, plus ``#0 .. #p-1`` for mod
+    with ``number_tokens`` (ids ``VOCAB_SIZE + k`` for number k)."""
+    if task == "mod" and params.get("number_tokens"):
+        return VOCAB + tuple(f"{NUMBER_PREFIX}{k}" for k in range(params["p"]))
+    return VOCAB
+
 
 def encode(tokens: list[str] | str) -> list[int]:
     """Token strings -> ids.
@@ -169,10 +188,18 @@ def encode(tokens: list[str] | str) -> list[int]:
         text, tokens, i = tokens, [], 0
         while i < len(text):
             tok = next((t for t in _MULTI_CHAR if text.startswith(t, i)), text[i])
+            if tok == NUMBER_PREFIX:  # a number token: "#" and all the digits that follow
+                j = i + 1
+                while j < len(text) and text[j].isdigit():
+                    j += 1
+                tok = text[i:j]
             tokens.append(tok)
             i += len(tok)
     ids = []
     for tok in tokens:
+        if tok.startswith(NUMBER_PREFIX) and tok[1:].isdigit():
+            ids.append(VOCAB_SIZE + int(tok[1:]))
+            continue
         if tok not in TOKEN_ID:
             raise ValueError(f"unknown token {tok!r}; the vocabulary is: {' '.join(VOCAB)}")
         ids.append(TOKEN_ID[tok])
@@ -186,7 +213,7 @@ def decode(ids) -> str:
     ids = np.asarray(ids)
     if ids.ndim != 1:
         raise ValueError(f"decode expects a 1-D sequence of ids, got shape {tuple(ids.shape)}")
-    return "".join(VOCAB[int(i)] for i in ids)
+    return "".join(VOCAB[int(i)] if i < VOCAB_SIZE else f"{NUMBER_PREFIX}{int(i) - VOCAB_SIZE}" for i in ids)
 
 
 # --- levels -------------------------------------------------------------------
@@ -224,17 +251,23 @@ def check_params(task: str, params: dict) -> dict:
     """Validate one task's level parameters (keys and ranges); returns them as a fresh dict."""
     params = dict(params)
     missing = [k for k in PARAM_KEYS[task] if k not in params]
-    extra = set(params) - set(PARAM_KEYS[task]) - ({"answer"} if task == "parity" else set())
+    optional = OPTIONAL_PARAM_KEYS.get(task, ())
+    extra = set(params) - set(PARAM_KEYS[task]) - set(optional)
     if missing or extra:
         raise ValueError(f"{task} parameters need exactly {', '.join(PARAM_KEYS[task])}"
-                         f"{' (and optionally answer)' if task == 'parity' else ''}, got {sorted(params)}")
+                         f"{f' (and optionally {chr(44).join(optional)})' if optional else ''}, got {sorted(params)}")
     for key in PARAM_KEYS[task]:
         if key == "train_fraction":
             if not 0 < params[key] < 1:
                 raise ValueError(f"mod train_fraction must be in (0, 1), got {params[key]!r}")
         elif not isinstance(params[key], (int, np.integer)) or isinstance(params[key], bool) or params[key] < 1:
             raise ValueError(f"{task} {key} must be a positive integer, got {params[key]!r}")
-    if task == "mod" and not 2 <= params["p"] <= 100:
+    if task == "mod" and not isinstance(params.get("number_tokens", False), bool):
+        raise ValueError(f"mod number_tokens must be True or False, got {params['number_tokens']!r}")
+    if task == "mod" and params.get("number_tokens"):
+        if not 2 <= params["p"] <= MAX_NUMBER_TOKENS:
+            raise ValueError(f"mod p with number_tokens must be in [2, {MAX_NUMBER_TOKENS}], got {params['p']!r}")
+    elif task == "mod" and not 2 <= params["p"] <= 100:
         raise ValueError(f"mod p must be in [2, 100] (operands are written with two digits), got {params['p']!r}")
     if task == "parity" and params.get("answer", "total") not in PARITY_ANSWERS:
         raise ValueError(f"parity answer must be one of {', '.join(PARITY_ANSWERS)}, got {params['answer']!r}")
@@ -274,6 +307,8 @@ def _answer_len(task: str, params: dict) -> int:
 def sequence_lengths(task: str, level: str, params: dict | None = None) -> tuple[int, int]:
     """(prompt_len, answer_len) of a (task, level); ``params`` replace the level table's row."""
     params = level_params(task, level) if params is None else check_params(task, params)
+    if task == "mod" and params.get("number_tokens"):
+        return 3, 1  # "a b =" -> "c"
     widths, _ = _operands(task, params)
     # marker + operands + separators between them + "="
     return 1 + sum(widths) + len(widths) - 1 + 1, _answer_len(task, params)
@@ -312,6 +347,11 @@ class TaskData:
         return self.train_answers.shape[1]
 
     @property
+    def vocab_size(self) -> int:
+        """Size of the vocabulary the prompts and answers are written in (:func:`vocabulary`)."""
+        return len(vocabulary(self.task, self.params))
+
+    @property
     def answer_position(self) -> int:
         """Index of the last prompt token ("="), whose output predicts the first answer token."""
         return self.prompt_len - 1
@@ -344,7 +384,9 @@ def make_task(task: str, level: str, seed: int = 0, n_train: int = 100_000,
     params = level_params(task, level) if params is None else check_params(task, params)
     rng = np.random.default_rng([int(seed), TASKS.index(task), LEVELS.index(level)])
 
-    if task == "mod":
+    if task == "mod" and params.get("number_tokens"):
+        train_d, test_d = _split_mod(rng, params["p"], params["train_fraction"], as_numbers=True)
+    elif task == "mod":
         train_d, test_d = _split_mod(rng, params["p"], params["train_fraction"])
     elif task == "compare":
         test_d, train_d = _split_compare(rng, params["n_digits"], n_train, n_test)
@@ -388,6 +430,12 @@ def solve(task: str, level: str, prompt_ids, params: dict | None = None) -> list
     vectorised generator, so it can be used to check it. ``params`` as in :func:`make_task`.
     """
     params = level_params(task, level) if params is None else check_params(task, params)
+    if task == "mod" and params.get("number_tokens"):
+        ids = [int(i) for i in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids)]
+        p = params["p"]
+        if len(ids) != 3 or ids[2] != TOKEN_ID["="] or not all(0 <= i - VOCAB_SIZE < p for i in ids[:2]):
+            raise ValueError(f"not a {task} prompt with number tokens (p={p}): {ids!r}")
+        return [VOCAB_SIZE + (ids[0] - VOCAB_SIZE + ids[1] - VOCAB_SIZE) % p]
     widths, sep = _operands(task, params)
     text = decode(prompt_ids)
     marker = MARKER[task]
@@ -511,11 +559,15 @@ def _split_compare(rng, n: int, n_train: int, n_test: int):
     return test_d, train_d
 
 
-def _split_mod(rng, p: int, train_fraction: float):
-    """Train and test digit rows [a | b] for mod: all p*p pairs, shuffled and split."""
+def _split_mod(rng, p: int, train_fraction: float, as_numbers: bool = False):
+    """Train and test digit rows [a | b] for mod: all p*p pairs, shuffled and split (``as_numbers``:
+    rows [a, b] of the numbers themselves, for one token per number; the same split)."""
     width = len(str(p - 1))
     perm = rng.permutation(p * p)
     n_tr = int(train_fraction * p * p)
+    if as_numbers:
+        pairs = np.stack([perm // p, perm % p], axis=1).astype(np.int64)
+        return pairs[:n_tr], pairs[n_tr:]
 
     def digits(idx):
         a, b = idx // p, idx % p
@@ -526,6 +578,8 @@ def _split_mod(rng, p: int, train_fraction: float):
 
 def _prompts(task: str, params: dict, d: np.ndarray) -> np.ndarray:
     """Digit rows (N, k) -> prompt ids (N, prompt_len) int64."""
+    if task == "mod" and params.get("number_tokens"):  # rows are [a, b]: "a b ="
+        return np.concatenate([VOCAB_SIZE + d, np.full((len(d), 1), TOKEN_ID["="])], axis=1).astype(np.int64)
     widths, sep = _operands(task, params)
     n = len(d)
     cols, start = [np.full((n, 1), TOKEN_ID[MARKER[task]], dtype=np.int64)], 0
@@ -540,6 +594,8 @@ def _prompts(task: str, params: dict, d: np.ndarray) -> np.ndarray:
 
 def _answers(task: str, params: dict, d: np.ndarray) -> np.ndarray:
     """Digit rows (N, k) -> answer ids (N, answer_len) int64, vectorised."""
+    if task == "mod" and params.get("number_tokens"):
+        return (VOCAB_SIZE + (d[:, :1] + d[:, 1:2]) % params["p"]).astype(np.int64)
     widths, _ = _operands(task, params)
     if task == "copy":
         out = d

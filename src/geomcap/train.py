@@ -68,6 +68,7 @@ Every measure, with where and when it is recorded, is listed once in :mod:`geomc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -112,7 +113,7 @@ class TrainConfig:
     beta2: float = 0.98
     warmup_steps: int | None = None    # None -> min(100, steps // 10)
     min_lr_ratio: float = 0.1
-    grad_clip: float = 1.0
+    grad_clip: float | None = 1.0      # None: no clipping
     n_log_checkpoints: int = 0
     n_linear_checkpoints: int = 150
     dense_steps: int = 128             # a checkpoint at every step up to here
@@ -129,6 +130,12 @@ class TrainConfig:
     stop_min_steps: int = 500
     hessian_warm_start: bool = True    # Lanczos starts from the previous checkpoint's top eigenvector
     costly_window: tuple[int, int] | None = None  # (first, last) step: the costly measures at every checkpoint in it
+    control: str | None = None         # "shuffled_answers": the negative control (see CONTROLS)
+    schedule: str = "cosine"           # "constant": linear warmup, then lr held (see SCHEDULES)
+    full_batch: bool = False           # every step on the whole training set (batch_size then sets evaluation chunks)
+    stop_at: int | None = None         # stop at this step; the schedule and checkpoints still span `steps`
+    perturb: float = 0.0               # relative size of seeded noise on the initial weights (twins)
+    perturb_seed: int = 0              # the seed of that noise
 
     def __post_init__(self):
         tasks.check_task_level(self.task, self.level)
@@ -139,7 +146,7 @@ class TrainConfig:
         object.__setattr__(self, "measures", tuple(measures.costly_option(m) for m in self.measures))
         for name, (kind, interval) in FIELD_RANGES.items():
             value = getattr(self, name)
-            if not (value is None and name in ("weight_decay", "warmup_steps", "stop_margin")):  # None: see below
+            if not (value is None and name in ("weight_decay", "warmup_steps", "stop_margin", "stop_at", "grad_clip")):
                 object.__setattr__(self, name, check_field(name, value, kind, interval))
         # resolve the task-dependent defaults so config.json states what was used
         if self.weight_decay is None:
@@ -155,6 +162,15 @@ class TrainConfig:
             raise ValueError(f"hessian_warm_start must be True or False, got {self.hessian_warm_start!r}")
         if self.costly_window is not None:
             object.__setattr__(self, "costly_window", check_window(self.costly_window))
+        for name, value, allowed in (("control", self.control, (None, *CONTROLS)),
+                                     ("schedule", self.schedule, SCHEDULES)):
+            if value not in allowed:
+                choices = ", ".join("none" if a is None else a for a in allowed)
+                raise ValueError(f"unknown {name} {value!r}; choose one of: {choices}")
+        if not isinstance(self.full_batch, bool):
+            raise ValueError(f"full_batch must be True or False, got {self.full_batch!r}")
+        if self.stop_at is not None and self.stop_at > self.steps:
+            raise ValueError(f"stop_at must be at most steps ({self.steps}), got {self.stop_at}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -168,6 +184,8 @@ class TrainConfig:
             d.pop("hessian_warm_start", None)
         if not d["measures"]:  # nor does a window for costly measures that are not taken
             d.pop("costly_window", None)
+        if not self.perturb:  # nor the seed of a perturbation that is not applied
+            d.pop("perturb_seed", None)
         return d
 
     @classmethod
@@ -184,7 +202,16 @@ def legacy_values(task: str, level: str) -> dict:
     """Fields added after the first grid, with the values that grid's runs used."""
     return {"answer_order": "msd", "dense_steps": 0, "stop_margin": None, "stop_min_steps": 500,
             "task_params": tasks.level_params(task, level, legacy=True), "hessian_warm_start": False,
-            "costly_window": None}
+            "costly_window": None, "control": None, "schedule": "cosine", "full_batch": False, "stop_at": None,
+            "perturb": 0.0, "perturb_seed": 0}
+
+
+#: negative controls (``TrainConfig.control``): "shuffled_answers" permutes the answers across prompts, in the
+#: training and the test set alike (:func:`task_data`): the answer marginals, and so the early loss drop, stay;
+#: nothing that generalises can be learnt
+CONTROLS = ("shuffled_answers",)
+#: learning-rate schedules (``TrainConfig.schedule``): both start with a linear warmup over ``warmup_steps``
+SCHEDULES = ("cosine", "constant")
 
 
 def check_window(window) -> tuple[int, int]:
@@ -210,7 +237,7 @@ FIELD_RANGES = {
     "beta2": (float, "[0, 1)"),
     "warmup_steps": (int, "[0, inf)"),    # and at most steps
     "min_lr_ratio": (float, "[0, 1]"),
-    "grad_clip": (float, "(0, inf)"),
+    "grad_clip": (float, "(0, inf)"),      # or None: no clipping
     "n_log_checkpoints": (int, "[0, inf)"),
     "dense_steps": (int, "[0, inf)"),
     "stop_margin": (float, "[0, inf)"),   # or None: never stop early
@@ -222,6 +249,9 @@ FIELD_RANGES = {
     "train_eval_size": (int, "[1, inf)"),
     "costly_every": (int, "[1, inf)"),
     "dynamics_size": (int, "[1, inf)"),
+    "stop_at": (int, "[1, inf)"),          # or None: the run's own end (steps, or the early stop)
+    "perturb": (float, "[0, 1)"),
+    "perturb_seed": (int, "[0, 4294967295]"),
 }
 
 
@@ -234,7 +264,7 @@ def field_type(name: str) -> type:
     annotations = {f.name: f.type for f in fields(TrainConfig)}
     if name not in annotations:
         raise ValueError(f"{name!r} is not a TrainConfig field; fields: {', '.join(annotations)}")
-    return {"str": str, "bool": bool, "tuple[str, ...]": tuple, "dict | None": dict,
+    return {"str": str, "str | None": str, "float | None": float, "bool": bool, "tuple[str, ...]": tuple, "dict | None": dict,
             "tuple[int, int] | None": tuple}[annotations[name]]
 
 
@@ -326,8 +356,10 @@ def lr_schedule(step: int, lr: float, warmup_steps: int, steps: int, min_lr_rati
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
     """LR for the update that takes the model from ``step`` to ``step + 1`` (:func:`lr_schedule`
-    with the config's lr, warmup_steps, steps and min_lr_ratio)."""
-    return lr_schedule(step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
+    with the config's lr, warmup_steps, steps and min_lr_ratio; ``schedule="constant"``: no decay,
+    min_lr_ratio 1)."""
+    min_lr_ratio = 1.0 if cfg.schedule == "constant" else cfg.min_lr_ratio
+    return lr_schedule(step, cfg.lr, cfg.warmup_steps, cfg.steps, min_lr_ratio)
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -373,7 +405,8 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, prompts
         loss = answer_loss(model if step_model is None else step_model, prompts, answers)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     return loss
 
@@ -427,22 +460,33 @@ def evaluate(model, data: tasks.TaskData, cfg: TrainConfig, device: torch.device
     rows.append((-1, "accuracy", tasks.exact_match(logits.argmax(-1), te_a).float().mean().item()))
     # the probes' target: the model's own accuracy on the first answer token is their fair baseline
     rows.append((-1, "first_token_accuracy", (logits[:, 0].argmax(-1) == te_a[:, 0]).float().mean().item()))
+    rows.append((-1, "param_norm", parameter_norm(model)))
 
     t0 = time.perf_counter()
+    labels = te_a[:n_probe, 0].numpy()
+    control = probes.control_labels(data.test_prompts[:n_probe].numpy(), labels, seed=cfg.seed)
     if geometry_on_device:
-        rows += _geometry_rows_device(hidden[:-1], hidden[-1], data.answer_position, te_a[:n_probe, 0].numpy(),
-                                      cfg.seed, variants=variants)
+        rows += _geometry_rows_device(hidden[:-1], hidden[-1], data.answer_position, labels, cfg.seed,
+                                      variants=variants, control=control)
         return rows, time.perf_counter() - t0
     with threadpool_limits(limits=1, user_api="blas"):
-        rows += _geometry_rows(hidden[:-1], hidden[-1], data.answer_position, te_a[:n_probe, 0].numpy(), cfg.seed,
-                               variants=variants)
+        rows += _geometry_rows(hidden[:-1], hidden[-1], data.answer_position, labels, cfg.seed,
+                               variants=variants, control=control)
     return rows, time.perf_counter() - t0
 
 
-def _geometry_rows(hidden, residual, pos, labels, seed, variants: bool = True) -> list:
+@torch.no_grad()
+def parameter_norm(model: torch.nn.Module) -> float:
+    """The L2 norm of all the model's parameters (tied weights once), in float64: the weight norm that
+    Omnigrok (Liu et al. 2022) ties grokking's timing to."""
+    return math.sqrt(sum(float(p.detach().double().pow(2).sum()) for p in model.parameters()))
+
+
+def _geometry_rows(hidden, residual, pos, labels, seed, variants: bool = True, control=None) -> list:
     """Per-layer RankMe variants, mean energy share and probe accuracy from the probe batch's
     hidden states (hidden: n_layer + 1 tensors (N, T, d)); the last block's pre-LayerNorm
-    ``residual`` (N, T, d) adds the ``*_residual`` rows at the last layer.
+    ``residual`` (N, T, d) adds the ``*_residual`` rows at the last layer; ``control`` (N,), the
+    control task's labels (:func:`geomcap.probes.control_labels`), adds ``probe_control_accuracy``.
 
     Runs with one BLAS thread: the matrices are small, and an idle multi-threaded
     BLAS pool keeps spinning for a while after each call, stealing the cores
@@ -464,10 +508,13 @@ def _geometry_rows(hidden, residual, pos, labels, seed, variants: bool = True) -
     rows.append((last, "mean_energy_share_residual", geometry.mean_energy_share(r)))
     for layer, acc in enumerate(probes.probe_accuracy_by_layer(answer_states, labels, seed=seed)):
         rows.append((layer, "probe_accuracy", acc))
+    if control is not None:
+        for layer, acc in enumerate(probes.probe_accuracy_by_layer(answer_states, control, seed=seed)):
+            rows.append((layer, "probe_control_accuracy", acc))
     return rows
 
 
-def _geometry_rows_device(hidden, residual, pos, labels, seed, variants: bool = True) -> list:
+def _geometry_rows_device(hidden, residual, pos, labels, seed, variants: bool = True, control=None) -> list:
     """:func:`_geometry_rows` computed where the hidden states are (torch.linalg, float64): the same
     rows in the same order, the values equal up to float64 round-off; one copy of the scalars
     to the host at the end."""
@@ -485,9 +532,12 @@ def _geometry_rows_device(hidden, residual, pos, labels, seed, variants: bool = 
     last, r = len(hidden) - 1, residual[:, pos]
     names += [(last, "rankme_residual"), (last, "rankme_centred_residual"), (last, "mean_energy_share_residual")]
     values += [geometry.rankme_torch(r), geometry.rankme_torch(r, centre=True), geometry.mean_energy_share_torch(r)]
-    probe = probes.probe_accuracy_by_layer_torch(answer_states, labels, seed=seed)
+    probe = [probes.probe_accuracy_by_layer_torch(answer_states, labels, seed=seed)]
     names += [(layer, "probe_accuracy") for layer in range(len(answer_states))]
-    scalars = torch.cat([torch.stack(values), probe]).cpu().tolist()
+    if control is not None:
+        probe.append(probes.probe_accuracy_by_layer_torch(answer_states, control, seed=seed))
+        names += [(layer, "probe_control_accuracy") for layer in range(len(answer_states))]
+    scalars = torch.cat([torch.stack(values), *probe]).cpu().tolist()
     return [(layer, measure, value) for (layer, measure), value in zip(names, scalars)]
 
 
@@ -634,9 +684,25 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
 
 
 def task_data(cfg: TrainConfig) -> tasks.TaskData:
-    """The run's task data: its training, test and probe examples."""
-    return tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
+    """The run's task data: its training, test and probe examples (under ``control="shuffled_answers"``
+    each set's answer rows permuted across its prompts, with a generator seeded by the run's seed)."""
+    data = tasks.make_task(cfg.task, cfg.level, seed=cfg.seed, n_train=cfg.n_train, n_test=cfg.n_test,
                            answer_order=cfg.answer_order, params=cfg.task_params)
+    if cfg.control == "shuffled_answers":
+        gen = torch.Generator().manual_seed(cfg.seed)
+        data = dataclasses.replace(
+            data, train_answers=data.train_answers[torch.randperm(data.n_train, generator=gen)],
+            test_answers=data.test_answers[torch.randperm(data.n_test, generator=gen)])
+    return data
+
+
+def perturb_weights(model: torch.nn.Module, size: float, seed: int) -> None:
+    """Multiply every initial weight by ``1 + size * z``, z standard normal from a generator seeded with
+    ``seed`` (in parameter order): twins of a run that differ by far less than any setting."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1 + size * torch.randn(p.shape, generator=gen, dtype=p.dtype))
 
 
 def _training_setup(cfg: TrainConfig, dev: torch.device):
@@ -644,9 +710,11 @@ def _training_setup(cfg: TrainConfig, dev: torch.device):
     data = task_data(cfg)
     max_len = data.prompt_len + data.answer_len - 1
     torch.manual_seed(cfg.seed)
-    model = build(cfg.size, tasks.VOCAB_SIZE)
+    model = build(cfg.size, data.vocab_size)
     if max_len > model.cfg.block_size:
         raise ValueError(f"{cfg.task}/{cfg.level} needs {max_len} positions, more than block_size {model.cfg.block_size}")
+    if cfg.perturb:
+        perturb_weights(model, cfg.perturb, cfg.perturb_seed)
     model.to(dev)
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
     return data, model, optimizer, torch.Generator().manual_seed(cfg.seed)
@@ -657,9 +725,12 @@ def _train_until(until: int, step: int, model, optimizer, train_p, train_a, batc
     """Optimizer steps ``step`` .. ``until - 1`` of the run; returns ``until``."""
     model.train()
     while step < until:
-        idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen).to(dev)
-        train_step(model, optimizer, train_p[idx], train_a[idx], learning_rate(step, cfg), cfg.grad_clip,
-                   dev, step_model)
+        if cfg.full_batch:
+            prompts, answers = train_p, train_a
+        else:
+            idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen).to(dev)
+            prompts, answers = train_p[idx], train_a[idx]
+        train_step(model, optimizer, prompts, answers, learning_rate(step, cfg), cfg.grad_clip, dev, step_model)
         step += 1
     return step
 
@@ -772,7 +843,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
     bar.close()
 
     write_status(run_dir, cfg, step, schedule, timers, count_parameters(model),
-                 data.prompt_len + data.answer_len - 1)
+                 data.prompt_len + data.answer_len - 1, task_facts(data, cfg))
     if not keep_state:
         state_path.unlink(missing_ok=True)
     return run_dir
@@ -780,6 +851,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
 
 def stop_due(rows, chance: float, cfg: TrainConfig, step: int) -> bool:
     """Whether a run with these metrics rows (step, layer, measure, value) may stop at ``step``."""
+    if cfg.stop_at is not None and step >= cfg.stop_at:
+        return True
     if cfg.stop_margin is None:
         return False
     at = np.array([s for s, _, m, _ in rows if m == "accuracy"])
@@ -788,12 +861,24 @@ def stop_due(rows, chance: float, cfg: TrainConfig, step: int) -> bool:
     return acq is not None and step >= stop_step(acq, cfg)
 
 
+def task_facts(data: tasks.TaskData, cfg: TrainConfig) -> dict:
+    """What the analysis of a run needs to know of its data (written into status.json, so that it need
+    not regenerate the data): ``batch_rows``, the examples in a training step; ``chance_accuracy``, the exact-match accuracy of the best constant answer on
+    the test set, and ``majority_first_token``, the share of the test set's most common first answer token."""
+    first = data.test_answers[:, 0]
+    return {"batch_rows": data.n_train if cfg.full_batch else cfg.batch_size,
+            "chance_accuracy": tasks.chance_accuracy(data.test_answers),
+            "majority_first_token": float(torch.unique(first, return_counts=True)[1].max()) / len(first)}
+
+
 def write_status(run_dir, cfg: TrainConfig, step: int, schedule, timers: dict, parameters: int,
-                 seq_len: int) -> None:
-    """status.json of a run that ended at ``step`` (written last: it marks the run complete)."""
-    tokens = step * cfg.batch_size * seq_len
+                 seq_len: int, facts: dict | None = None) -> None:
+    """status.json of a run that ended at ``step`` (written last: it marks the run complete); ``facts``:
+    :func:`task_facts`."""
+    tokens = step * (facts or {}).get("batch_rows", cfg.batch_size) * seq_len
     store.atomic_write_json(run_dir / store.STATUS_FILE, {
         "complete": True,
+        **(facts or {}),
         "stopped_at": step if step < cfg.steps else None,
         "parameters": parameters,
         "checkpoints": int(np.count_nonzero(schedule <= step)),

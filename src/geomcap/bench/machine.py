@@ -35,17 +35,6 @@ def load_average() -> list[float] | None:
         return None
 
 
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux), else platform.processor()."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine_info(device: torch.device) -> dict:
     """CPU model, cores, torch/transformers versions, device (and GPU name and memory on CUDA)."""
     try:
@@ -54,7 +43,7 @@ def machine_info(device: torch.device) -> dict:
     except ImportError:
         transformers_version = None
     info = {
-        "cpu_model": cpu_model(),
+        "cpu_model": store.cpu_model(),
         "cpu_cores": os.cpu_count(),
         "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
