@@ -24,8 +24,10 @@ def test_grid_and_steps_parsing():
     assert parse_steps("500") == 500
     assert parse_steps("easy=1,medium=2,hard=3") == {"easy": 1, "medium": 2, "hard": 3}
     assert parse_steps("easy:1,medium:2,hard:3") == {"easy": 1, "medium": 2, "hard": 3}
-    with pytest.raises(ValueError, match="no value for level"):
-        parse_steps("easy=1")
+    assert parse_steps("medium=4000") == {"medium": 4000}  # enough for a grid of medium runs
+    assert [c.steps for c in grid(tasks=["copy"], levels=["medium"], steps=parse_steps("medium=4000"))] == [4000]
+    with pytest.raises(ValueError, match="no value for level\\(s\\): hard"):
+        grid(tasks=["copy"], levels=["medium", "hard"], steps=parse_steps("easy=1,medium=2"))
     with pytest.raises(ValueError, match="unknown task"):
         grid(tasks=["copy", "telepathy"])
 

@@ -56,6 +56,9 @@ def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=2000, **ove
     for axis, values in (("tasks", tasks), ("levels", levels), ("sizes", sizes), ("seeds", seeds)):
         if isinstance(values, str) or len(values) == 0:
             raise ValueError(f"{axis} must be a non-empty list, got {values!r}")
+    if isinstance(steps, dict) and [lvl for lvl in levels if lvl not in steps]:
+        missing = [lvl for lvl in levels if lvl not in steps]
+        raise ValueError(f"--steps gives no value for level(s): {', '.join(missing)}")
     configs = []
     for task, level, size, seed in itertools.product(tasks, levels, sizes, seeds):
         n_steps = steps[level] if isinstance(steps, dict) else steps
@@ -212,8 +215,9 @@ def _terminate_workers(executor: ProcessPoolExecutor) -> None:
 
 
 def parse_steps(text: str) -> int | dict:
-    """'3000' -> 3000; 'easy=1000,medium=3000,hard=6000' (or with ':' for '=') -> dict, every
-    level required. Notebooks use ':' because papermill cannot read a parameter line with two '='."""
+    """'3000' -> 3000; 'easy=1000,medium=3000,hard=6000' (or with ':' for '=') -> dict of the levels given
+    (:func:`grid` needs a value for each level it is asked for). Notebooks use ':' because papermill cannot
+    read a parameter line with two '='."""
     text = text.replace(":", "=")
     if "=" not in text:
         return _steps_int(text)
@@ -224,9 +228,6 @@ def parse_steps(text: str) -> int | dict:
         if level not in LEVELS:
             raise ValueError(f"unknown level {level!r} in --steps; choose from: {', '.join(LEVELS)}")
         mapping[level] = _steps_int(value)
-    missing = [lvl for lvl in LEVELS if lvl not in mapping]
-    if missing:
-        raise ValueError(f"--steps gives no value for level(s): {', '.join(missing)}")
     return mapping
 
 
@@ -238,9 +239,12 @@ def _steps_int(text: str) -> int:
 
 
 #: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper
-#: leaves unstated); the grid's own axes and the measures have their own options.
+#: leaves unstated, the negative control, a stop step, the twins' perturbation); the grid's own axes and
+#: the measures have their own options.
 SETTABLE_FIELDS = {name: field_type(name) for name in ("lr", "weight_decay", "beta1", "beta2", "warmup_steps",
-                                                        "min_lr_ratio", "grad_clip", "batch_size", "answer_order")}
+                                                        "min_lr_ratio", "grad_clip", "batch_size", "answer_order",
+                                                        "schedule", "control", "stop_at", "perturb",
+                                                        "perturb_seed")}
 
 
 def parse_settings(items) -> dict:
