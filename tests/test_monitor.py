@@ -368,3 +368,38 @@ def test_checkpoints_bad_input(tmp_path, capsys):
     prompts.write_text("only one\n")
     with pytest.raises(ValueError, match="at least 2 prompts"):
         monitor.read_prompts(prompts)
+
+
+@pytest.fixture(scope="module")
+def trainer_root(tmp_path_factory):
+    """A Trainer-style checkpoint root (three checkpoints) and a prompts file, shared by the tests below."""
+    folder = tmp_path_factory.mktemp("checkpoints")
+    prompts = folder / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS) + "\n")
+    return make_root(folder / "root", "trainer", make_tokenizer()), prompts
+
+
+def test_checkpoints_refuses_an_out_that_holds_a_run(trainer_root, tmp_path, capsys):
+    """--out pointed at a finished run replaced its metrics.csv (exit 0) and left its config and status."""
+    root, prompts = trainer_root
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    files = {"config.json": '{"task": "copy", "level": "easy", "size": "405k", "seed": 0, "steps": 5}\n',
+             "metrics.csv": "step,layer,measure,value\n5,-1,accuracy,1.0\n", "status.json": '{"complete": true}\n'}
+    for name, text in files.items():
+        (run_dir / name).write_text(text)
+    assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--out {run_dir}: holds a geomcap run" in err, err
+    assert {p.name: p.read_text() for p in run_dir.iterdir()} == files  # nothing touched
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "metrics.csv").write_text("not ours\n")
+    assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(other)]) == 2
+    assert "holds other files (metrics.csv)" in capsys.readouterr().err
+    # its own earlier output is rewritten
+    out = tmp_path / "out"
+    for _ in range(2):
+        assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoints.json", "metrics.csv"]
+    assert sorted(store.read_metrics(out).step.unique()) == [0, 5, 20]

@@ -609,6 +609,7 @@ def cmd_checkpoints(args) -> int:
         except ValueError:
             raise ValueError(f"--position must be an integer or 'mean', got {args.position!r}") from None
     train.check_writable(args.out)
+    monitor.check_out(args.out, "--out")
     prompts = monitor.read_prompts(args.prompts)
     result = monitor.measure_checkpoints(args.root, prompts, args.out, position=position,
                                          device=train.resolve_device(args.device),

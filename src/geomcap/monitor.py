@@ -597,6 +597,28 @@ def read_prompts(path) -> list[str]:
     return prompts
 
 
+#: what :func:`measure_checkpoints` writes into its ``out`` directory besides metrics.csv: the series' inputs
+#: and what was left out (marks the directory as its own output, which a later call may overwrite)
+CHECKPOINTS_FILE = "checkpoints.json"
+
+
+def check_out(out, option: str = "out") -> None:
+    """Raise ValueError unless ``out`` may receive :func:`measure_checkpoints`' output: a directory that does
+    not exist, an empty one, or one holding only its own earlier output (metrics.csv beside
+    :data:`CHECKPOINTS_FILE`). Anything else, a geomcap run above all, is left untouched."""
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ValueError(f"{option} {out}: exists and is not a directory")
+    names = sorted(p.name for p in out.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp")))
+    if not names or (CHECKPOINTS_FILE in names and set(names) <= {CHECKPOINTS_FILE, store.METRICS_FILE}):
+        return
+    what = "a geomcap run" if store.CONFIG_FILE in names else "other files"
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    raise ValueError(f"{option} {out}: holds {what} ({shown}); give a new or empty directory")
+
+
 def _tokenizer_folder(root: Path, folders: list[Path]) -> Path:
     for folder in [root] + folders[::-1]:
         if any((folder / name).exists() for name in _TOKENIZER_FILES):
@@ -618,7 +640,9 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
         One prompt per RankMe row, tokenized together with right padding;
         ``position=-1`` takes each prompt's last token.
     out : path, optional
-        Run directory: ``out/metrics.csv`` is rewritten after each checkpoint.
+        Output directory: ``out/metrics.csv`` is rewritten after each checkpoint, beside
+        ``out/checkpoints.json`` (the root, the prompts, the position). It must be new, empty, or
+        this function's own earlier output (:func:`check_out`): a run directory is refused untouched.
     device, dtype
         Where and in which precision to load each checkpoint (one at a time in
         memory), through :func:`geomcap.pythia.load_pretrained`.
@@ -631,6 +655,8 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
     from geomcap import pythia
 
     root = Path(root)
+    if out is not None:
+        check_out(out)
     found = checkpoint_folders(root)
     tokenizer = AutoTokenizer.from_pretrained(str(_tokenizer_folder(root, [f for _, f in found])))
     if tokenizer.pad_token_id is None:
@@ -651,6 +677,11 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
         monitor.record(step)
         del net
         if out is not None:
+            if not (Path(out) / CHECKPOINTS_FILE).exists():  # first: marks the directory as this output
+                Path(out).mkdir(parents=True, exist_ok=True)
+                store.atomic_write_json(Path(out) / CHECKPOINTS_FILE, {
+                    "root": str(root), "prompts": len(prompts),
+                    "position": position if isinstance(position, (int, str)) else "mask"})
             monitor.save(out)
         if progress is not None:
             progress(f"{folder.name}: step {step}, final-layer rankme {monitor.final_rankme[1][-1]:.2f}")
