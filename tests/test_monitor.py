@@ -403,3 +403,16 @@ def test_checkpoints_refuses_an_out_that_holds_a_run(trainer_root, tmp_path, cap
         assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["checkpoints.json", "metrics.csv"]
     assert sorted(store.read_metrics(out).step.unique()) == [0, 5, 20]
+
+
+def test_checkpoints_prompts_file_errors_name_the_option(trainer_root, tmp_path, capsys):
+    """A binary prompts file gave the decode error alone ("'utf-8' codec can't decode byte ..."), without --prompts."""
+    root, _ = trainer_root
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\x00\x96\xff\xfe prompts\n\x80\x81 more\n")
+    for path, fragment in ((binary, "is not UTF-8 text"), (tmp_path / "missing.txt", "no such file"),
+                           (tmp_path, "cannot be read")):
+        assert cli.main(["checkpoints", str(root), "--prompts", str(path), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--prompts: {path}" in err and fragment in err, err
+    assert not (tmp_path / "out").exists()

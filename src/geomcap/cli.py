@@ -610,7 +610,7 @@ def cmd_checkpoints(args) -> int:
             raise ValueError(f"--position must be an integer or 'mean', got {args.position!r}") from None
     train.check_writable(args.out)
     monitor.check_out(args.out, "--out")
-    prompts = monitor.read_prompts(args.prompts)
+    prompts = monitor.read_prompts(args.prompts, "--prompts")
     result = monitor.measure_checkpoints(args.root, prompts, args.out, position=position,
                                          device=train.resolve_device(args.device),
                                          progress=lambda line: print(line, file=sys.stderr))

@@ -588,12 +588,23 @@ def checkpoint_folders(root) -> list[tuple[int, Path]]:
     return sorted(found.items())
 
 
-def read_prompts(path) -> list[str]:
-    """The non-empty lines of a text file (trailing newline characters removed)."""
-    prompts = [line.rstrip("\r\n") for line in Path(path).read_text(encoding="utf-8").splitlines()]
-    prompts = [p for p in prompts if p.strip()]
+def read_prompts(path, option: str = "prompts") -> list[str]:
+    """The non-empty lines of a UTF-8 text file (trailing newline characters removed).
+
+    A missing, unreadable or non-UTF-8 file, or one with fewer than 2 prompts, raises an error of one line
+    naming ``option`` (the CLI's ``--prompts``) and the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{option}: {path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{option}: {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); give one prompt "
+                         "per line") from None
+    except OSError as exc:
+        raise ValueError(f"{option}: {path} cannot be read ({exc.strerror or type(exc).__name__})") from None
+    prompts = [p for p in (line.rstrip("\r\n") for line in text.splitlines()) if p.strip()]
     if len(prompts) < 2:
-        raise ValueError(f"prompts: {path} holds {len(prompts)} non-empty lines; RankMe needs at least 2 prompts")
+        raise ValueError(f"{option}: {path} holds {len(prompts)} non-empty lines; RankMe needs at least 2 prompts")
     return prompts
 
 
