@@ -1,4 +1,5 @@
 """geomcap.monitor: capture, position selection, schedule, streaming events, Trainer callback, saved checkpoints."""
+import json
 import logging
 import os
 
@@ -416,3 +417,24 @@ def test_checkpoints_prompts_file_errors_name_the_option(trainer_root, tmp_path,
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"--prompts: {path}" in err and fragment in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_checkpoints_leave_out_prompts_longer_than_the_context(trainer_root, tmp_path, capsys):
+    """A prompt longer than the model's 32 positions ended the command with a 55-line IndexError."""
+    root, prompts = trainer_root
+    assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(tmp_path / "short")]) == 0
+    capsys.readouterr()
+    long = tmp_path / "long.txt"
+    long.write_text("the cat sat on the mat and the dog ran " * 8 + "\n" + prompts.read_text())
+    assert cli.main(["checkpoints", str(root), "--prompts", str(long), "--out", str(tmp_path / "long")]) == 0
+    out, err = capsys.readouterr()
+    line = "1 of 9 prompts are longer than the model's 32 positions: left out, the measures are over the other 8"
+    assert line in err.splitlines() and "Traceback" not in err, err
+    assert "(8 prompts; 1 left out, longer than the model's 32 positions)" in out
+    # the rest are scored as they are alone
+    pd.testing.assert_frame_equal(store.read_metrics(tmp_path / "long"), store.read_metrics(tmp_path / "short"))
+    assert json.loads((tmp_path / "long" / "checkpoints.json").read_text())["prompts_left_out"] == 1
+    long.write_text("the cat sat on the mat and the dog ran " * 8 + "\n" + "a dog ran\n")
+    assert cli.main(["checkpoints", str(root), "--prompts", str(long), "--out", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "only 1 of the 2 prompts fit the model's 32 positions" in err, err

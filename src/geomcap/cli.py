@@ -614,7 +614,10 @@ def cmd_checkpoints(args) -> int:
     result = monitor.measure_checkpoints(args.root, prompts, args.out, position=position,
                                          device=train.resolve_device(args.device),
                                          progress=lambda line: print(line, file=sys.stderr))
-    print(f"wrote {args.out}/metrics.csv ({len(prompts)} prompts)")
+    series = result.checkpoints
+    left_out = (f"; {series['prompts_left_out']} left out, longer than the model's {series['context']} positions"
+                if series["prompts_left_out"] else "")
+    print(f"wrote {args.out}/metrics.csv ({series['prompts']} prompts{left_out})")
     print(monitor.collapse_summary(result))
     return 0
 

@@ -74,8 +74,9 @@ try:  # the callback needs transformers (pip install geomcap[monitor]); the moni
 except ImportError:  # pragma: no cover - exercised only without transformers
     TrainerCallback = object
 
-__all__ = ["GeometryMonitor", "GeometryCallback", "measure_checkpoints", "checkpoint_folders",
-           "read_prompts", "format_events", "collapse_summary", "capture", "select_positions", "EVENT_FIELDS"]
+__all__ = ["GeometryMonitor", "GeometryCallback", "measure_checkpoints", "checkpoint_folders", "read_prompts",
+           "check_out", "context_length", "fitting_prompts", "format_events", "collapse_summary", "capture",
+           "select_positions", "EVENT_FIELDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -340,6 +341,8 @@ class GeometryMonitor:
         self._rankme_final: list[tuple[int, float]] = []
         self._events = dict.fromkeys(EVENT_FIELDS)
         self.seconds = 0.0
+        #: what :func:`measure_checkpoints` recorded of the checkpoint series it measured (None otherwise)
+        self.checkpoints: dict | None = None
 
     # -- schedule -----------------------------------------------------------
 
@@ -637,6 +640,29 @@ def _tokenizer_folder(root: Path, folders: list[Path]) -> Path:
     raise ValueError(f"root: no tokenizer in {root} nor in its checkpoint folders (save it with save_pretrained)")
 
 
+#: the config fields that give a causal LM's context length (the first one present is used)
+_CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
+
+
+def context_length(config) -> int | None:
+    """The number of positions a model's config allows (None when it names none)."""
+    for name in _CONTEXT_FIELDS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def fitting_prompts(prompts, lengths, context: int | None) -> list[str]:
+    """The prompts whose token counts (``lengths``) fit ``context`` positions (all of them when it is None);
+    ValueError when fewer than 2 fit."""
+    kept = [p for p, n in zip(prompts, lengths) if context is None or n <= context]
+    if len(kept) < 2:
+        raise ValueError(f"prompts: only {len(kept)} of the {len(prompts)} prompts fit the model's {context} "
+                         "positions; RankMe needs at least 2")
+    return kept
+
+
 def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", dtype=None,
                         progress=None) -> GeometryMonitor:
     """Per-layer RankMe of every checkpoint under ``root`` on ``prompts``; returns the monitor.
@@ -649,17 +675,24 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
         the folders (loaded once, from ``root`` or else the latest folder).
     prompts : list of str
         One prompt per RankMe row, tokenized together with right padding;
-        ``position=-1`` takes each prompt's last token.
+        ``position=-1`` takes each prompt's last token. Prompts longer than the
+        model's context (:func:`context_length` of the first checkpoint's config)
+        are left out, counted and reported; the others are scored.
     out : path, optional
         Output directory: ``out/metrics.csv`` is rewritten after each checkpoint, beside
-        ``out/checkpoints.json`` (the root, the prompts, the position). It must be new, empty, or
+        ``out/checkpoints.json`` (``monitor.checkpoints``). It must be new, empty, or
         this function's own earlier output (:func:`check_out`): a run directory is refused untouched.
     device, dtype
         Where and in which precision to load each checkpoint (one at a time in
         memory), through :func:`geomcap.pythia.load_pretrained`.
     progress : callable(str), optional
         Called with one line per checkpoint (and per checkpoint skipped
-        because it cannot be loaded: missing, truncated or non-finite weights).
+        because it cannot be loaded: missing, truncated or non-finite weights),
+        and once with the number of prompts left out.
+
+    The returned monitor's ``checkpoints`` is a dict: ``root``, ``position``,
+    ``prompts`` (the number scored), ``prompts_left_out`` (longer than the
+    model's ``context`` positions) and ``context``.
     """
     from transformers import AutoTokenizer
 
@@ -673,7 +706,9 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
     tokenizer.padding_side = "right"
-    inputs = dict(tokenizer(list(prompts), padding=True, return_tensors="pt"))
+    prompts = list(prompts)
+    lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]]
+    series = {"root": str(root), "position": position if isinstance(position, (int, str)) else "mask"}
     monitor = None
     for step, folder in found:
         try:
@@ -682,17 +717,23 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
             if progress is not None:
                 progress(f"skipped: {exc}")
             continue
-        if monitor is None:
-            monitor = GeometryMonitor(net, inputs, position=position)
+        if monitor is None:  # the prompts the model's context holds, once
+            context = context_length(net.config)
+            kept = fitting_prompts(prompts, lengths, context)
+            series.update(prompts=len(kept), prompts_left_out=len(prompts) - len(kept), context=context)
+            if len(kept) < len(prompts) and progress is not None:
+                progress(f"{len(prompts) - len(kept)} of {len(prompts)} prompts are longer than the model's "
+                         f"{context} positions: left out, the measures are over the other {len(kept)}")
+            monitor = GeometryMonitor(net, dict(tokenizer(kept, padding=True, return_tensors="pt")),
+                                      position=position)
+            monitor.checkpoints = series
         monitor.model = net
         monitor.record(step)
         del net
         if out is not None:
             if not (Path(out) / CHECKPOINTS_FILE).exists():  # first: marks the directory as this output
                 Path(out).mkdir(parents=True, exist_ok=True)
-                store.atomic_write_json(Path(out) / CHECKPOINTS_FILE, {
-                    "root": str(root), "prompts": len(prompts),
-                    "position": position if isinstance(position, (int, str)) else "mask"})
+                store.atomic_write_json(Path(out) / CHECKPOINTS_FILE, series)
             monitor.save(out)
         if progress is not None:
             progress(f"{folder.name}: step {step}, final-layer rankme {monitor.final_rankme[1][-1]:.2f}")
