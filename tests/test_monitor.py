@@ -430,7 +430,7 @@ def test_checkpoints_leave_out_prompts_longer_than_the_context(trainer_root, tmp
     out, err = capsys.readouterr()
     line = "1 of 9 prompts are longer than the model's 32 positions: left out, the measures are over the other 8"
     assert line in err.splitlines() and "Traceback" not in err, err
-    assert "(8 prompts; 1 left out, longer than the model's 32 positions)" in out
+    assert "; 8 prompts (1 more left out: longer than the model's 32 positions)" in out
     # the rest are scored as they are alone
     pd.testing.assert_frame_equal(store.read_metrics(tmp_path / "long"), store.read_metrics(tmp_path / "short"))
     assert json.loads((tmp_path / "long" / "checkpoints.json").read_text())["prompts_left_out"] == 1
@@ -438,3 +438,19 @@ def test_checkpoints_leave_out_prompts_longer_than_the_context(trainer_root, tmp
     assert cli.main(["checkpoints", str(root), "--prompts", str(long), "--out", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "only 1 of the 2 prompts fit the model's 32 positions" in err, err
+
+
+def test_checkpoints_summary_counts_the_skipped_ones(trainer_root, tmp_path, capsys):
+    """A checkpoint that cannot be loaded was reported while the command ran, but its summary did not count it."""
+    import shutil
+
+    root, prompts = trainer_root
+    copy = tmp_path / "root"
+    shutil.copytree(root, copy)
+    (copy / "checkpoint-7").mkdir()  # no config, no weights
+    assert cli.main(["checkpoints", str(copy), "--prompts", str(prompts), "--out", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert "3 checkpoints scored, 1 skipped as unreadable (checkpoint-7); 8 prompts" in out, out
+    assert "skipped: " in err and "checkpoint-7 unavailable" in err
+    series = json.loads((tmp_path / "out" / "checkpoints.json").read_text())
+    assert series["checkpoints"] == 3 and list(series["skipped"]) == ["checkpoint-7"]

@@ -615,9 +615,12 @@ def cmd_checkpoints(args) -> int:
                                          device=train.resolve_device(args.device),
                                          progress=lambda line: print(line, file=sys.stderr))
     series = result.checkpoints
-    left_out = (f"; {series['prompts_left_out']} left out, longer than the model's {series['context']} positions"
-                if series["prompts_left_out"] else "")
-    print(f"wrote {args.out}/metrics.csv ({series['prompts']} prompts{left_out})")
+    left_out = (f" ({series['prompts_left_out']} more left out: longer than the model's {series['context']} "
+                "positions)" if series["prompts_left_out"] else "")
+    skipped = (f", {len(series['skipped'])} skipped as unreadable ({', '.join(series['skipped'])})"
+               if series["skipped"] else "")
+    print(f"wrote {args.out}/metrics.csv: {series['checkpoints']} checkpoints scored{skipped}; "
+          f"{series['prompts']} prompts{left_out}")
     print(monitor.collapse_summary(result))
     return 0
 

@@ -691,6 +691,7 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
         and once with the number of prompts left out.
 
     The returned monitor's ``checkpoints`` is a dict: ``root``, ``position``,
+    ``checkpoints`` (the number scored), ``skipped`` ({folder name: why}),
     ``prompts`` (the number scored), ``prompts_left_out`` (longer than the
     model's ``context`` positions) and ``context``.
     """
@@ -708,12 +709,14 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
     tokenizer.padding_side = "right"
     prompts = list(prompts)
     lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]]
-    series = {"root": str(root), "position": position if isinstance(position, (int, str)) else "mask"}
+    series = {"root": str(root), "position": position if isinstance(position, (int, str)) else "mask",
+              "checkpoints": 0, "skipped": {}}
     monitor = None
     for step, folder in found:
         try:
             net = pythia.load_pretrained(folder, device=device, dtype=dtype, what=f"{root}: {folder.name}")
-        except pythia.RevisionUnavailable as exc:  # a broken checkpoint is reported and skipped
+        except pythia.RevisionUnavailable as exc:  # a broken checkpoint is reported, counted and skipped
+            series["skipped"][folder.name] = str(exc)
             if progress is not None:
                 progress(f"skipped: {exc}")
             continue
@@ -729,17 +732,24 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
             monitor.checkpoints = series
         monitor.model = net
         monitor.record(step)
+        series["checkpoints"] += 1
         del net
         if out is not None:
-            if not (Path(out) / CHECKPOINTS_FILE).exists():  # first: marks the directory as this output
-                Path(out).mkdir(parents=True, exist_ok=True)
-                store.atomic_write_json(Path(out) / CHECKPOINTS_FILE, series)
-            monitor.save(out)
+            _save_series(monitor, out)
         if progress is not None:
             progress(f"{folder.name}: step {step}, final-layer rankme {monitor.final_rankme[1][-1]:.2f}")
     if monitor is None:
         raise ValueError(f"root: none of the {len(found)} checkpoints under {root} could be loaded")
+    if out is not None and series["skipped"]:
+        _save_series(monitor, out)  # the checkpoints skipped after the last one scored
     return monitor
+
+
+def _save_series(monitor: GeometryMonitor, out) -> None:
+    """checkpoints.json first (it marks ``out`` as this output), then metrics.csv."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    store.atomic_write_json(Path(out) / CHECKPOINTS_FILE, monitor.checkpoints)
+    monitor.save(out)
 
 
 def collapse_summary(monitor: GeometryMonitor) -> str:
