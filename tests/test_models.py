@@ -114,3 +114,7 @@ def test_grokking_model_is_nandas_one_layer_relu_model_without_layernorm():
     assert torch.equal(hidden[-1], residual)
     x = torch.randn(4, 3, d)
     assert torch.equal(model.blocks[0].mlp(x), model.blocks[0].mlp.proj(torch.relu(model.blocks[0].mlp.fc(x))))
+    # their initialisation: every matrix N(0, 1/d_model), the unembedding N(0, 1/vocab); biases zero
+    for name, p in model.named_parameters():
+        expected = (1 / v ** 0.5 if name == "lm_head.weight" else 1 / d ** 0.5) if p.ndim == 2 else 0.0
+        assert abs(p.std().item() - expected) <= 0.1 * expected + 1e-6, name

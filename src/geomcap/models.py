@@ -31,8 +31,8 @@ preset          layers  width  heads  parameters
 
 One more model reproduces the grokking runs of Nanda et al. (2023)
 (``GROKKING_PRESETS``): ``grok-1l``, one block, width 128, 4 heads, MLP 512
-with ReLU, no LayerNorm, untied unembedding (``ModelConfig``'s
-``activation``, ``layer_norm`` and ``tied``). Without LayerNorm the last
+with ReLU, no LayerNorm, untied unembedding, and their initialisation
+(``ModelConfig``'s ``activation``, ``layer_norm``, ``tied`` and ``init``). Without LayerNorm the last
 hidden state is the last block's residual stream itself.
 
 (``geomcap presets`` prints the exact counts.) Dropout is 0 everywhere:
@@ -70,12 +70,16 @@ class ModelConfig:
     activation: str = "gelu"    # the MLP's non-linearity: "gelu" or "relu"
     layer_norm: bool = True     # pre-LayerNorm blocks and a final LayerNorm; False: none at all
     tied: bool = True           # the unembedding is the token embedding (GPT-2); False: its own matrix
+    init: str = "gpt2"          # "gpt2": N(0, 0.02^2), projections into the residual scaled down; "fan_in":
+                                # every matrix N(0, 1/d_model), the unembedding N(0, 1/vocab) (Nanda et al.)
 
     def __post_init__(self):
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
+        if self.init not in ("gpt2", "fan_in"):
+            raise ValueError(f"init must be 'gpt2' or 'fan_in', got {self.init!r}")
 
 
 PRESETS: dict[str, ModelConfig] = {
@@ -94,9 +98,11 @@ DEPTH_PRESETS: dict[str, ModelConfig] = {
     "1.3m-deep": ModelConfig(n_layer=8, d_model=120, n_head=6),
 }
 #: the one-layer model of Nanda et al. (2023)'s grokking runs: d_model 128, 4 heads of 32, MLP 512 with
-#: ReLU, no LayerNorm, untied embedding and unembedding (learned positions, as every preset)
+#: ReLU, no LayerNorm, untied embedding and unembedding, their initialisation (every matrix N(0, 1/d_model),
+#: the unembedding N(0, 1/vocab)); learned positions, as every preset
 GROKKING_PRESETS: dict[str, ModelConfig] = {
-    "grok-1l": ModelConfig(n_layer=1, d_model=128, n_head=4, activation="relu", layer_norm=False, tied=False),
+    "grok-1l": ModelConfig(n_layer=1, d_model=128, n_head=4, activation="relu", layer_norm=False, tied=False,
+                           init="fan_in"),
 }
 #: every model that ``build`` accepts: the six presets, then the depth variants and the grokking model
 ALL_PRESETS: dict[str, ModelConfig] = {**PRESETS, **DEPTH_PRESETS, **GROKKING_PRESETS}
@@ -164,6 +170,12 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        if cfg.init == "fan_in":  # Nanda et al.'s: unit-scale activations at initialisation
+            with torch.no_grad():
+                for name, p in self.named_parameters():
+                    if p.ndim >= 2:
+                        fan_in = vocab_size if name == "lm_head.weight" else cfg.d_model
+                        p.normal_(0.0, 1.0 / math.sqrt(fan_in))
 
     @staticmethod
     def _init_weights(module):
