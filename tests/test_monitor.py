@@ -454,3 +454,32 @@ def test_checkpoints_summary_counts_the_skipped_ones(trainer_root, tmp_path, cap
     assert "skipped: " in err and "checkpoint-7 unavailable" in err
     series = json.loads((tmp_path / "out" / "checkpoints.json").read_text())
     assert series["checkpoints"] == 3 and list(series["skipped"]) == ["checkpoint-7"]
+
+
+# --------------------------------------------------------------------- non-finite states, too few rows
+
+
+def test_non_finite_hidden_states_are_recorded_as_nan_never_passed_to_the_svd(tmp_path, capfd):
+    """NaN in a hooked layer raised the SVD's LinAlgError (oneMKL errors on stderr); inf gave rankme nan silently."""
+    model = Blocks()
+    ids = copy_task(64, 1)[:, :N_DIGITS]
+    mon = GeometryMonitor(model, ids, layers=["blocks.0", "blocks.1"], labels=ids[:, 0].numpy())
+    mon.record(0)
+    assert mon.nonfinite == 0
+    with pytest.warns(monitor.NonFiniteWarning, match="step 1: the hidden states of layer\\(s\\) 1 hold NaN or inf") \
+            as caught:
+        for step, bad in ((1, float("nan")), (2, float("inf")), (3, float("nan"))):
+            with torch.no_grad():
+                model.blocks[1][0].weight[0, 0] = bad
+            mon.record(step)
+    assert len([w for w in caught if issubclass(w.category, monitor.NonFiniteWarning)]) == 1  # once
+    assert mon.nonfinite == 3  # (step, layer) records: layer 1 at steps 1, 2, 3
+    m = mon.metrics.set_index(["step", "layer", "measure"]).value
+    for step in (1, 2, 3):
+        assert np.isnan([m[step, 1, "rankme"], m[step, 1, "mean_energy_share"], m[step, 1, "probe_accuracy"],
+                         m[step, -1, "accuracy"], m[step, -1, "test_loss"]]).all()
+        assert m[step, 0, "rankme"] == m[0, 0, "rankme"]  # the finite layer is measured as before
+    assert np.isfinite(m[0]).all()
+    assert "MKL" not in capfd.readouterr().err
+    saved = store.read_metrics(mon.save(tmp_path / "out").parent)
+    assert saved[(saved.step == 2) & (saved.layer == 1) & (saved.measure == "rankme")].value.isna().all()

@@ -42,6 +42,12 @@ contributes its first element). The selected position (``position``):
 Every measurement runs under ``torch.no_grad`` in eval mode, and the model's
 mode is restored afterwards. ``monitor.seconds`` is the wall time spent in it.
 
+Non-finite hidden states (a diverging run: NaN or inf in a layer) are found
+before any SVD: that layer's measures at that step are recorded as NaN
+(written ``nan`` by :meth:`GeometryMonitor.save`), a :class:`NonFiniteWarning`
+says so once per monitor, and ``monitor.nonfinite`` counts such (step, layer)
+records. Non-finite logits give NaN ``accuracy`` and ``test_loss``.
+
 Events (no look-ahead). After each recorded step the final layer's RankMe
 series so far is passed to :func:`geomcap.events.confirmed_events`, the
 analysis protocol's own rule: the floor (with its peak and onset) is reported
@@ -60,6 +66,7 @@ import logging
 import math
 import re
 import time
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -76,7 +83,7 @@ except ImportError:  # pragma: no cover - exercised only without transformers
 
 __all__ = ["GeometryMonitor", "GeometryCallback", "measure_checkpoints", "checkpoint_folders", "read_prompts",
            "check_out", "context_length", "fitting_prompts", "format_events", "collapse_summary", "capture",
-           "select_positions", "EVENT_FIELDS"]
+           "select_positions", "EVENT_FIELDS", "NonFiniteWarning"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +94,10 @@ FLOOR_FIELDS = ("peak_step", "peak_value", "onset_step", "floor_step", "floor_va
 RECOVERY_FIELDS = ("recovery_step", "recovery_certain_step")
 #: the fields of ``monitor.events`` (``layer`` = the final layer; the others None until that event is certain)
 EVENT_FIELDS = ("layer", *FLOOR_FIELDS, *RECOVERY_FIELDS)
+
+
+class NonFiniteWarning(RuntimeWarning):
+    """A layer's hidden states held NaN or inf: its measures at that step are recorded as NaN."""
 
 
 # ---------------------------------------------------------------------------
@@ -341,6 +352,8 @@ class GeometryMonitor:
         self._rankme_final: list[tuple[int, float]] = []
         self._events = dict.fromkeys(EVENT_FIELDS)
         self.seconds = 0.0
+        #: the (step, layer) records whose hidden states held NaN or inf (their measures are NaN)
+        self.nonfinite = 0
         #: what :func:`measure_checkpoints` recorded of the checkpoint series it measured (None otherwise)
         self.checkpoints: dict | None = None
 
@@ -377,7 +390,12 @@ class GeometryMonitor:
         return self.probe_inputs.to(device)
 
     def measure(self) -> list[tuple[int, str, float]]:
-        """The measures now, as rows (layer, measure, value); records nothing."""
+        """The measures now, as rows (layer, measure, value); records nothing. A layer whose hidden states
+        hold NaN or inf gets NaN measures (no warning: :meth:`record` warns and counts)."""
+        return self._measure()[0]
+
+    def _measure(self) -> tuple[list[tuple[int, str, float]], list[int]]:
+        """(:meth:`measure`'s rows, the layers whose hidden states were not finite)."""
         model = self.model
         was_training = model.training
         inputs = self._inputs_on_device()
@@ -391,21 +409,26 @@ class GeometryMonitor:
                     logits = select_positions(logits, self.position, mask).float().cpu()
         finally:
             model.train(was_training)
+        finite = [bool(torch.isfinite(Z).all()) for Z in states]  # never pass NaN or inf to the SVD
         rows = []
-        for layer, Z in enumerate(states):
-            rows.append((layer, "rankme", geometry.rankme(Z)))
-            rows.append((layer, "mean_energy_share", geometry.mean_energy_share(Z)))
+        for layer, (Z, ok) in enumerate(zip(states, finite)):
+            rows.append((layer, "rankme", geometry.rankme(Z) if ok else math.nan))
+            rows.append((layer, "mean_energy_share", geometry.mean_energy_share(Z) if ok else math.nan))
         if self.labels is not None:
             if self.labels.size != states[0].shape[0]:
                 raise ValueError(f"labels: {self.labels.size} given, but the position selects "
                                  f"{states[0].shape[0]} rows")
-            for layer, acc in enumerate(probes.probe_accuracy_by_layer(states, self.labels, seed=self.probe_seed)):
-                rows.append((layer, "probe_accuracy", float(acc)))
+            accuracy = iter(probes.probe_accuracy_by_layer([Z for Z, ok in zip(states, finite) if ok], self.labels,
+                                                           seed=self.probe_seed))
+            for layer, ok in enumerate(finite):
+                rows.append((layer, "probe_accuracy", float(next(accuracy)) if ok else math.nan))
             if logits is not None and logits.ndim == 2:
                 target = torch.as_tensor(self.labels, dtype=torch.long)
-                rows.append((-1, "accuracy", float((logits.argmax(-1) == target).float().mean())))
-                rows.append((-1, "test_loss", float(torch.nn.functional.cross_entropy(logits, target))))
-        return rows
+                ok = bool(torch.isfinite(logits).all())
+                rows.append((-1, "accuracy", float((logits.argmax(-1) == target).float().mean()) if ok else math.nan))
+                rows.append((-1, "test_loss", float(torch.nn.functional.cross_entropy(logits, target))
+                             if ok else math.nan))
+        return rows, [layer for layer, ok in enumerate(finite) if not ok]
 
     def record(self, step: int) -> dict:
         """Measure now and append the rows at ``step``; returns {log key: value} of what was recorded."""
@@ -415,7 +438,13 @@ class GeometryMonitor:
         if self._rankme_final and step <= self._rankme_final[-1][0]:
             raise ValueError(f"step {step} is not after the last recorded step {self._rankme_final[-1][0]}")
         t0 = time.perf_counter()
-        rows = self.measure()
+        rows, nonfinite = self._measure()
+        if nonfinite:
+            if not self.nonfinite:
+                warnings.warn(f"step {step}: the hidden states of layer(s) {', '.join(map(str, nonfinite))} hold NaN "
+                              "or inf: their measures are recorded as NaN (monitor.nonfinite counts such records; "
+                              "this warning is not repeated)", NonFiniteWarning, stacklevel=2)
+            self.nonfinite += len(nonfinite)
         self._rows.extend((step, layer, measure, value) for layer, measure, value in rows)
         final = max(layer for layer, measure, _ in rows if measure == "rankme")
         self._rankme_final.append((step, next(v for l, m, v in rows if m == "rankme" and l == final)))
