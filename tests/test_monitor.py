@@ -483,3 +483,18 @@ def test_non_finite_hidden_states_are_recorded_as_nan_never_passed_to_the_svd(tm
     assert "MKL" not in capfd.readouterr().err
     saved = store.read_metrics(mon.save(tmp_path / "out").parent)
     assert saved[(saved.step == 2) & (saved.layer == 1) & (saved.measure == "rankme")].value.isna().all()
+
+
+def test_fewer_than_two_probe_rows_are_refused():
+    """0 probe rows recorded nothing and 1 row recorded RankMe 1.0, both silently."""
+    ids = copy_task(8, 1)[:, :N_DIGITS]
+    for rows in (0, 1):
+        with pytest.raises(ValueError, match=f"probe_inputs: RankMe needs at least 2 probe rows, got {rows}"):
+            GeometryMonitor(Blocks(), ids[:rows], layers=["embed"])
+        with pytest.raises(ValueError, match=f"at least 2 probe rows, got {rows}"):
+            GeometryMonitor(tiny_gpt2(), {"input_ids": ids[:rows], "attention_mask": torch.ones_like(ids[:rows])})
+    one = torch.zeros(8, N_DIGITS, dtype=torch.bool)
+    one[3, 2] = True
+    with pytest.raises(ValueError, match="at least 2 probe rows, got 1"):
+        GeometryMonitor(Blocks(), ids, position=one, layers=["embed"])
+    GeometryMonitor(Blocks(), ids[:2], layers=["embed"]).record(0)  # 2 rows are enough

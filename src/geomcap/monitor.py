@@ -188,6 +188,16 @@ def _check_position(position):
     return mask
 
 
+def _probe_rows(probe_inputs, position) -> int | None:
+    """How many rows feed RankMe: the probe batch's size, or the positions a mask selects (None: unknown)."""
+    if isinstance(position, torch.Tensor):
+        return int(position.sum())
+    ids = probe_inputs
+    if isinstance(probe_inputs, Mapping):
+        ids = probe_inputs.get("input_ids", next(iter(probe_inputs.values()), None))
+    return int(ids.shape[0]) if isinstance(ids, torch.Tensor) and ids.ndim >= 1 else None
+
+
 def select_positions(h: torch.Tensor, position, attention_mask=None) -> torch.Tensor:
     """Rows that feed RankMe from one layer's states h (B, T, d) -> (N, d); a (B, d) h is returned as is.
 
@@ -286,7 +296,7 @@ class GeometryMonitor:
         ``output_hidden_states``) or a plain module (name its layers).
     probe_inputs : tensor (B, T) or dict of tensors
         The fixed batch the model is run on at every recorded step (moved to
-        the model's device each time).
+        the model's device each time); at least 2 rows (RankMe of one row is 1).
     every : int, optional
         Record at steps that are multiples of ``every``.
     schedule : collection of int, optional
@@ -337,6 +347,9 @@ class GeometryMonitor:
         self.model = model
         self.probe_inputs = probe_inputs
         self.position = _check_position(position)
+        rows = _probe_rows(probe_inputs, self.position)
+        if rows is not None and rows < 2:
+            raise ValueError(f"probe_inputs: RankMe needs at least 2 probe rows, got {rows}")
         self.layers = layers
         self.writer = writer
         self.labels = None if labels is None else np.asarray(labels).ravel()
