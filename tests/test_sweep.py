@@ -182,3 +182,14 @@ def test_sweep_pack_option_rejects_a_non_positive_pack(tmp_path, capsys):
     assert main(["sweep", "--tasks", "copy", "--levels", "easy", "--pack", "0", "--root", str(tmp_path)]) == 2
     assert "--pack must be a positive integer, got 0" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+def test_local_workers_default_to_one_thread(tmp_path, monkeypatch):
+    """One worker on a 2-core machine ran (and recorded) 2 threads, against the documented safe default of 1."""
+    import geomcap.sweep
+
+    monkeypatch.setattr(geomcap.sweep.os, "cpu_count", lambda: 4)
+    configs = grid(tasks=["copy"], levels=["easy"], steps=2, **TINY)
+    results = run_sweep(configs, root=tmp_path, workers=1, progress=False)
+    assert results[0].ok, results[0].error
+    assert store.read_config(results[0].run_dir)["provenance"]["threads"] == 1

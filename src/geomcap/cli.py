@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: one per core)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (workers share the device)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per worker (default: cores // workers; 1 when the cores are shared)")
+                   help="torch threads per worker (default 1: does not collapse when other work shares the cores, "
+                        "and gives byte-identical metrics at a fixed count; more only on otherwise idle cores)")
     p.add_argument("--measures", type=_measures, default=(),
                    help=f"comma-separated costly measures: {','.join(COSTLY_MEASURES)} (default none)")
     p.add_argument("--pack", type=int, default=None, metavar="K",

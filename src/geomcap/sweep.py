@@ -111,9 +111,10 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     """Run every config (skipping complete ones) and return one RunResult per config, in order.
 
     With no executor, a local ProcessPoolExecutor with ``workers`` processes
-    (default: one per core) and ``threads`` torch threads in each (default:
-    cores // workers, so workers do not oversubscribe the CPU; give 1 when other
-    processes share the cores: a multi-threaded step waits for descheduled threads).
+    (default: one per core) and ``threads`` torch threads in each (default 1: a
+    multi-threaded step waits for its descheduled threads when other work shares
+    the cores, and a run's metrics are byte-identical only at a fixed thread count,
+    which its config.json records).
     With ``pack`` = K, runs that share a preset, steps and batch size train in packs of up to K,
     each pack one batched computation in one worker (``geomcap.packed``); a RunResult's
     ``seconds`` is then its pack's wall time.
@@ -130,11 +131,10 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
             pending.append(i)
 
     own_executor = executor is None
-    cores = os.cpu_count() or 1
-    workers = workers or cores
+    workers = workers or os.cpu_count() or 1
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    threads = (threads or max(1, cores // workers)) if own_executor else None
+    threads = (threads or 1) if own_executor else None
     if own_executor and pending:
         executor = ProcessPoolExecutor(max_workers=workers, initializer=_exit_with_parent, initargs=(os.getpid(),))
     bar = tqdm(total=len(configs), initial=len(configs) - len(pending), disable=not progress, unit="run",
