@@ -193,3 +193,24 @@ def test_local_workers_default_to_one_thread(tmp_path, monkeypatch):
     results = run_sweep(configs, root=tmp_path, workers=1, progress=False)
     assert results[0].ok, results[0].error
     assert store.read_config(results[0].run_dir)["provenance"]["threads"] == 1
+
+
+def test_a_locked_run_is_skipped_and_the_rest_of_its_pack_trains(tmp_path):
+    """With another process writing one run, `sweep --pack 2` failed the whole pack with an 87-line
+    traceback, printed under each run's name (so also under a run never started)."""
+    configs = grid(tasks=["copy", "parity"], levels=["easy"], steps=4)  # what the command below trains
+    free, held = (store.run_dir_for(c.to_dict(), tmp_path) for c in configs)
+    held.mkdir(parents=True)
+    with store.run_lock(held):  # another writer (a lock of another open file: flock refuses it in-process too)
+        result = subprocess.run([sys.executable, "-m", "geomcap.cli", "sweep", "--tasks", "copy,parity", "--levels",
+                                 "easy", "--steps", "4", "--root", str(tmp_path), "--pack", "2", "--workers", "1",
+                                 "--quiet"], capture_output=True, text=True)
+        assert result.returncode == 1 and result.stderr == "", result.stderr[-3000:]
+        lines = result.stdout.splitlines()
+        assert lines[0].startswith(f"SKIPPED parity/easy 405k seed 0: {held} is being written by another process "
+                                   f"(pid {os.getpid()} on ") and lines[0].endswith("rerun the sweep once it is done")
+        assert lines[1:] == ["1 runs complete, 0 failed, 1 skipped: being written by another process"]
+        assert store.is_complete(free) and not (held / store.CONFIG_FILE).exists()
+        # a run alone (no pack) is skipped the same way
+        alone = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(1), progress=False)
+        assert alone[0].ok and alone[1].locked and alone[1].error.count("\n") == 0

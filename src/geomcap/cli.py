@@ -362,12 +362,14 @@ def cmd_sweep(args) -> int:
         raise ValueError(f"--pack must be a positive integer, got {args.pack}")
     results = run_sweep(configs, root=args.root, device=args.device, workers=args.workers,
                         progress=not args.quiet, threads=args.threads, pack=args.pack)
-    failed = [r for r in results if not r.ok]
-    print(f"{len(results) - len(failed)} runs complete, {len(failed)} failed")
+    failed = [r for r in results if not r.ok and not r.locked]
+    skipped = [r for r in results if r.locked]  # each named in one line as the sweep ran
+    print(f"{sum(r.ok for r in results)} runs complete, {len(failed)} failed"
+          + (f", {len(skipped)} skipped: being written by another process" if skipped else ""))
     for r in failed:
         print(f"--- {r.config.task}/{r.config.level} {r.config.size} seed {r.config.seed} ({r.run_dir})\n{r.error}",
               file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or skipped else 0
 
 
 def cmd_runs(args) -> int:

@@ -107,7 +107,13 @@ def run_dir_for(config: dict, root: str | Path | None = None) -> Path:
 
 
 class RunLockedError(RuntimeError):
-    """The run directory is being written by another process."""
+    """The run directory is being written by another process: ``run_dir`` (a Path) and ``owner`` (its
+    lock file's "pid N on HOST") say which and by whom."""
+
+    def __init__(self, message: str, run_dir=None, owner: str | None = None):
+        super().__init__(message)
+        self.run_dir = None if run_dir is None else Path(run_dir)
+        self.owner = owner
 
 
 @contextlib.contextmanager
@@ -129,7 +135,7 @@ def run_lock(run_dir):
             owner = os.read(fd, 200).decode(errors="replace").strip() or "a process starting up"
             os.close(fd)
             raise RunLockedError(f"{run_dir} is being written by another process ({owner}; lock file {path}): "
-                                 "wait for it to finish, or write to another directory") from None
+                                 "wait for it to finish, or write to another directory", run_dir, owner) from None
         try:  # the previous owner may have removed the file between our open and our flock
             current = os.path.samestat(os.fstat(fd), os.stat(path))
         except FileNotFoundError:

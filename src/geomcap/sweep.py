@@ -36,8 +36,9 @@ from geomcap.train import TrainConfig, field_type
 class RunResult:
     config: TrainConfig
     run_dir: Path
-    error: str | None = None       # the failing run's traceback, None on success
+    error: str | None = None       # the failing run's traceback (one line when locked), None on success
     seconds: float | None = None
+    locked: bool = False           # skipped: another process is writing its directory
 
     @property
     def ok(self) -> bool:
@@ -77,8 +78,10 @@ def _run_one(config: dict, root: str, device: str, threads: int | None) -> tuple
     return str(run_dir), time.perf_counter() - t0
 
 
-def _run_pack(configs: list, root: str, device: str, threads: int | None) -> tuple[list, float]:
-    """Worker entry point of a pack: the configs trained as one batched computation."""
+def _run_pack(configs: list, root: str, device: str, threads: int | None) -> tuple[list, float, dict]:
+    """Worker entry point of a pack: the configs trained as one batched computation. A run whose directory
+    another process is writing is left out and the others packed again: returns (run directories, seconds,
+    {index of a run left out: its store.RunLockedError})."""
     import torch
 
     from geomcap.packed import train_packed
@@ -87,8 +90,19 @@ def _run_pack(configs: list, root: str, device: str, threads: int | None) -> tup
     if threads:
         torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    run_dirs = train_packed([TrainConfig.from_dict(c) for c in configs], root=root, device=device, progress=False)
-    return [str(d) for d in run_dirs], time.perf_counter() - t0
+    run_dirs = [store.run_dir_for(c, root) for c in configs]
+    todo, locked = list(range(len(configs))), {}
+    while todo:
+        try:  # train_packed takes every lock before it writes anything
+            train_packed([TrainConfig.from_dict(configs[i]) for i in todo], root=root, device=device, progress=False)
+            break
+        except store.RunLockedError as exc:
+            held = [i for i in todo if run_dirs[i] == exc.run_dir]
+            if not held:
+                raise
+            locked[held[0]] = exc
+            todo.remove(held[0])
+    return [str(d) for d in run_dirs], time.perf_counter() - t0, locked
 
 
 def pack_groups(configs, pack: int) -> list[list[int]]:
@@ -153,17 +167,14 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
         while futures:
             finished = [unit for unit, f in futures.items() if f.done()]
             for unit in finished:
-                future = futures.pop(unit)
-                for i in unit:
-                    cfg = configs[i]
-                    run_dir = store.run_dir_for(cfg.to_dict(), root)
-                    try:
-                        _, seconds = future.result()
-                        results[i] = RunResult(cfg, run_dir, seconds=seconds)
-                    except Exception as exc:  # a failing run (or pack) does not stop the others; Ctrl-C does
-                        detail = "".join(traceback.format_exception(exc)).strip()
-                        results[i] = RunResult(cfg, run_dir, error=detail)
-                        bar.write(f"FAILED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: {exc!r}")
+                for i, result in zip(unit, _unit_results([configs[i] for i in unit], futures.pop(unit), root)):
+                    results[i] = result
+                    cfg = result.config
+                    if result.locked:
+                        bar.write(f"SKIPPED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: {result.error}")
+                    elif not result.ok:
+                        bar.write(f"FAILED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: "
+                                  f"{result.error.splitlines()[-1]}")
                     bar.update(1)
             if futures and not finished:
                 time.sleep(poll_s)
@@ -178,6 +189,29 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
         if own_executor and executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
     return results
+
+
+def _unit_results(configs, future, root: Path) -> list[RunResult]:
+    """The RunResults of one submitted unit (a run, or a pack) from its finished future. A run another
+    process is writing is skipped with one line (the other runs of its pack trained without it); a failing
+    run (or pack) carries its traceback, and does not stop the others (Ctrl-C does: it is not caught here)."""
+    run_dirs = [store.run_dir_for(cfg.to_dict(), root) for cfg in configs]
+    try:
+        value = future.result()
+    except store.RunLockedError as exc:  # a run alone: its lock is held by another process
+        return [_locked_result(configs[0], run_dirs[0], exc)]
+    except Exception as exc:
+        detail = "".join(traceback.format_exception(exc)).strip()
+        return [RunResult(cfg, run_dir, error=detail) for cfg, run_dir in zip(configs, run_dirs)]
+    seconds, locked = value[1], value[2] if len(value) > 2 else {}
+    return [_locked_result(cfg, run_dir, locked[k]) if k in locked else RunResult(cfg, run_dir, seconds=seconds)
+            for k, (cfg, run_dir) in enumerate(zip(configs, run_dirs))]
+
+
+def _locked_result(cfg: TrainConfig, run_dir: Path, exc: store.RunLockedError) -> RunResult:
+    owner = f" ({exc.owner})" if exc.owner else ""
+    return RunResult(cfg, run_dir, error=f"{run_dir} is being written by another process{owner}; rerun the sweep "
+                                         "once it is done", locked=True)
 
 
 def train_missing(configs, stores, progress: bool = True, **kwargs) -> list[RunResult]:
