@@ -214,3 +214,39 @@ def test_a_locked_run_is_skipped_and_the_rest_of_its_pack_trains(tmp_path):
         # a run alone (no pack) is skipped the same way
         alone = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(1), progress=False)
         assert alone[0].ok and alone[1].locked and alone[1].error.count("\n") == 0
+
+
+def test_a_crashed_worker_fails_only_its_own_run(tmp_path):
+    """kill -9 of the worker of a one-worker sweep marked all three runs FAILED (BrokenProcessPool), two of
+    them never started. Now the crashed run is reported with its cause and the others train."""
+    import threading
+
+    slow = grid(tasks=["copy"], levels=["easy"], steps=20000, **TINY)  # killed long before its end
+    configs = slow + grid(tasks=["parity", "sort"], levels=["easy"], steps=4, **TINY)
+    crashed = store.run_dir_for(slow[0].to_dict(), tmp_path)
+    killed = []
+
+    def kill_the_worker():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            text = (crashed / store.LOCK_FILE).read_text().split() if (crashed / store.LOCK_FILE).exists() else []
+            if len(text) >= 2 and (crashed / store.METRICS_FILE).exists():  # trained up to a checkpoint
+                killed.append(int(text[1]))
+                os.kill(killed[0], signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_worker)
+    killer.start()
+    results = run_sweep(configs, root=tmp_path, workers=1, progress=False, poll_s=0.1)
+    killer.join()
+    assert killed and killed[0] != os.getpid()
+    assert not results[0].ok and not results[0].locked
+    assert results[0].error == (f"its worker process (pid {killed[0]}) was killed by SIGKILL while training this "
+                                "run; rerun the sweep to resume it from its last checkpoint")
+    assert results[1].ok and results[2].ok, [r.error for r in results]
+    assert store.is_complete(results[1].run_dir) and store.is_complete(results[2].run_dir)
+    # the crashed run resumes on rerun: its stale lock is taken over, its state is there
+    assert not store.is_complete(crashed) and (crashed / store.STATE_FILE).exists()
+    with store.run_lock(crashed):
+        pass

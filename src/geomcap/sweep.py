@@ -6,8 +6,9 @@
     results = run_sweep(configs, root="data/runs")          # local processes, one per core
 
 Executors: anything whose ``submit(fn, *args)`` returns an object with
-``done()`` and ``result()`` -- ``concurrent.futures.ProcessPoolExecutor``
-(the default), submitit's ``AutoExecutor`` (Slurm) or ``DebugExecutor``, a
+``done()`` and ``result()`` -- local worker processes (the default: one
+``ProcessPoolExecutor`` each, so a worker that dies fails only the run it was
+training), ``concurrent.futures.ProcessPoolExecutor``, submitit's ``AutoExecutor`` (Slurm) or ``DebugExecutor``, a
 ``dask.distributed.Client``. Each run is written to the run store under its
 config hash, so a sweep is resumable: finished runs are reused, interrupted
 ones resume from their last checkpoint. A failing run is reported with its
@@ -18,10 +19,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import threading
 import time
 import traceback
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,8 +128,10 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
               pack: int | None = None) -> list[RunResult]:
     """Run every config (skipping complete ones) and return one RunResult per config, in order.
 
-    With no executor, a local ProcessPoolExecutor with ``workers`` processes
-    (default: one per core) and ``threads`` torch threads in each (default 1: a
+    With no executor, ``workers`` local processes (default: one per core), each a
+    ProcessPoolExecutor of its own (:class:`LocalWorkers`: a worker that dies takes
+    down only the run it was training, reported with the cause; the others go on), with
+    ``threads`` torch threads in each (default 1: a
     multi-threaded step waits for its descheduled threads when other work shares
     the cores, and a run's metrics are byte-identical only at a fixed thread count,
     which its config.json records).
@@ -149,25 +155,26 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     threads = (threads or 1) if own_executor else None
-    if own_executor and pending:
-        executor = ProcessPoolExecutor(max_workers=workers, initializer=_exit_with_parent, initargs=(os.getpid(),))
+    local = LocalWorkers(workers) if own_executor else None
     bar = tqdm(total=len(configs), initial=len(configs) - len(pending), disable=not progress, unit="run",
                desc="sweep")
+    queue = deque(tuple(u) for u in ([[i] for i in pending] if not pack else [
+        [pending[j] for j in group] for group in pack_groups([configs[i] for i in pending], pack)]))
     futures = {}
     try:
-        units = [[i] for i in pending] if not pack else [
-            [pending[j] for j in group] for group in pack_groups([configs[i] for i in pending], pack)]
-        for unit in units:
-            if pack:
-                futures[tuple(unit)] = executor.submit(_run_pack, [configs[i].to_dict() for i in unit],
-                                                       str(root), device, threads)
-            else:
-                futures[tuple(unit)] = executor.submit(_run_one, configs[unit[0]].to_dict(), str(root), device,
-                                                       threads)
-        while futures:
+        while queue or futures:
+            while queue and (local is None or local.free()):  # an outside executor queues every unit at once
+                unit = queue.popleft()
+                call = ((_run_pack, [configs[i].to_dict() for i in unit]) if pack else
+                        (_run_one, configs[unit[0]].to_dict()))
+                futures[unit] = (local or executor).submit(*call, str(root), device, threads)
             finished = [unit for unit, f in futures.items() if f.done()]
             for unit in finished:
-                for i, result in zip(unit, _unit_results([configs[i] for i in unit], futures.pop(unit), root)):
+                future = futures.pop(unit)
+                death = local.release(future) if local is not None else None
+                unit_configs = [configs[i] for i in unit]
+                for i, result in zip(unit, _died_results(unit_configs, death, root) if death else
+                                     _unit_results(unit_configs, future, root)):
                     results[i] = result
                     cfg = result.config
                     if result.locked:
@@ -181,14 +188,82 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     except BaseException:  # Ctrl-C (here or in a worker), SystemExit: stop the sweep, start no further run
         for future in futures.values():
             future.cancel()
-        if own_executor and executor is not None:
-            _terminate_workers(executor)
+        if local is not None:
+            local.terminate()
         raise
     finally:
         bar.close()
-        if own_executor and executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        if local is not None:
+            local.shutdown()
     return results
+
+
+class LocalWorkers:
+    """A sweep's own worker processes: ``n`` ProcessPoolExecutors of one process each.
+
+    One pool of ``n`` processes fails every run it holds, started or not, with
+    ``BrokenProcessPool`` when one of its processes dies (kill -9, the
+    out-of-memory killer), and terminates its other workers. Here a worker that
+    dies breaks only its own pool, which held only the unit (a run, or a pack) it was
+    training: :meth:`release` names the cause, and the next :meth:`submit` on that
+    slot starts a fresh process. ``submit`` takes a unit only while a slot is free.
+    """
+
+    def __init__(self, n: int):
+        self.pools: list[ProcessPoolExecutor | None] = [None] * n
+        self.held: dict[int, tuple] = {}  # slot -> (its future, its worker process or None)
+
+    def free(self) -> bool:
+        """Whether a worker is idle."""
+        return len(self.held) < len(self.pools)
+
+    def submit(self, fn, *args):
+        """Run ``fn(*args)`` on an idle worker (started if need be); returns its future."""
+        slot = next(k for k in range(len(self.pools)) if k not in self.held)
+        if self.pools[slot] is None:
+            self.pools[slot] = ProcessPoolExecutor(max_workers=1, initializer=_exit_with_parent,
+                                                   initargs=(os.getpid(),))
+        future = self.pools[slot].submit(fn, *args)
+        processes = getattr(self.pools[slot], "_processes", None) or {}  # started by submit
+        self.held[slot] = (future, next(iter(processes.values()), None))
+        return future
+
+    def release(self, future) -> str | None:
+        """Free the worker of a finished ``future``. None if its process lives; if it died, its pool is
+        dropped and the cause returned ("its worker process (pid N) was killed by SIGKILL")."""
+        slot = next(k for k, (f, _) in self.held.items() if f is future)
+        _, process = self.held.pop(slot)
+        if not isinstance(future.exception(), BrokenProcessPool):
+            return None
+        self.pools[slot].shutdown(wait=False)
+        self.pools[slot] = None
+        code = getattr(process, "exitcode", None)
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with status {code}" if code else "ended abruptly"
+        return f"its worker process{f' (pid {process.pid})' if process is not None else ''} {how}"
+
+    def terminate(self) -> None:
+        """SIGTERM every worker (:func:`_terminate_workers`)."""
+        for pool in self.pools:
+            if pool is not None:
+                _terminate_workers(pool)
+
+    def shutdown(self) -> None:
+        for pool in self.pools:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _died_results(configs, death: str, root: Path) -> list[RunResult]:
+    """The RunResults of a unit whose worker process died while training it (``death``: how)."""
+    what = "this run" if len(configs) == 1 else f"this pack of {len(configs)} runs"
+    error = f"{death} while training {what}; rerun the sweep to resume it from its last checkpoint"
+    return [RunResult(cfg, store.run_dir_for(cfg.to_dict(), root), error=error) for cfg in configs]
 
 
 def _unit_results(configs, future, root: Path) -> list[RunResult]:
