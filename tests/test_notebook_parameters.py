@@ -89,6 +89,9 @@ def test_bad_parameter_through_papermill(tmp_path, notebook, parameter, value, f
     # the cell's error is the one line (papermill's own traceback of its command may precede it)
     cell_error = result.stderr.split('Exception encountered at "In [')[-1]
     assert "Traceback" not in cell_error and "----> " not in cell_error, cell_error
+    # and that line comes first, on a line of its own, before papermill's traceback (it came only after it)
+    first = next(line for line in result.stderr.splitlines() if "Error" in line or "Traceback" in line)
+    assert first.startswith("ParameterError: ") and fragment in first, result.stderr
 
 
 def test_lists_as_the_readme_writes_them(tmp_path):

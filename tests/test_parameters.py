@@ -66,3 +66,19 @@ def test_unknown_injected_name_fails_and_values_are_written_back():
 
 def test_a_parameter_error_shows_as_one_line_in_ipython():
     assert ParameterError("parameter x: bad")._render_traceback_() == ["ParameterError: parameter x: bad"]
+
+
+def test_in_a_kernel_a_parameter_error_also_goes_to_the_kernel_s_stderr_once(monkeypatch, capsys):
+    """papermill's command printed the ParameterError only at the end of its own 36-line traceback."""
+    import io
+    import sys
+
+    terminal = io.StringIO()
+    monkeypatch.setattr(sys, "__stderr__", terminal)
+    error = ParameterError("parameter x: bad")
+    assert error._render_traceback_() == ["ParameterError: parameter x: bad"]
+    assert terminal.getvalue() == ""  # not in a kernel: IPython's own output is enough
+    monkeypatch.setattr(parameters, "_in_kernel", lambda: True)
+    for _ in range(2):  # IPython renders an error twice
+        assert error._render_traceback_() == ["ParameterError: parameter x: bad"]
+    assert terminal.getvalue() == "\nParameterError: parameter x: bad\n"

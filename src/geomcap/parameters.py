@@ -18,13 +18,16 @@ which
   a flag must be True or False, a number a number.
 
 A bad parameter raises :class:`ParameterError`, shown by Jupyter as its one
-line (no traceback: the error is the user's value, not the code).
+line (no traceback: the error is the user's value, not the code). In a kernel
+the line also goes to the kernel's own stderr, which papermill's command shows
+as it runs: before papermill's traceback of its own code.
 """
 
 from __future__ import annotations
 
 import ast
 import math
+import sys
 
 #: what each notebook parameter holds: "names" (a value, a list, a comma-separated string, or "all"),
 #: "seeds" (the same with integers), "flag" (True or False), "fraction" (a number in (0, 1]),
@@ -45,7 +48,23 @@ class ParameterError(ValueError):
     """A notebook parameter has a bad name or value (one line, naming it)."""
 
     def _render_traceback_(self):  # IPython shows these lines instead of a traceback
-        return [f"ParameterError: {self}"]
+        line = f"ParameterError: {self}"
+        # papermill's command prints the kernel's stderr as it comes, and its own 30-line traceback only at
+        # the end: there the line comes first. IPython renders an error twice: echo it once.
+        if _in_kernel() and not getattr(self, "_echoed", False):
+            self._echoed = True
+            try:
+                sys.__stderr__.write(f"\n{line}\n")
+                sys.__stderr__.flush()
+            except (AttributeError, OSError, ValueError):  # no usable stderr
+                pass
+        return [line]
+
+
+def _in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (an IPython shell with a kernel: papermill, Jupyter, the book)."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return getattr(shell, "kernel", None) is not None
 
 
 def as_list(value) -> list:
