@@ -21,6 +21,7 @@ def test_as_list(value, expected):
     ("fraction", 1, 1.0), ("layers", "final", "final"), ("layers", "0,2", [0, 2]), ("layers", 1, [1]),
     ("revisions", "every:4", "every:4"), ("revisions", "step0,step8", ["step0", "step8"]),
     ("small", "405k", "405k"),
+    ("steps", 200, "200"), ("steps", "easy:2000,hard:8000", "easy:2000,hard:8000"),
 ])
 def test_values_are_normalised(name, value, expected):
     assert check_value(name, value) == expected
@@ -38,6 +39,8 @@ def test_values_are_normalised(name, value, expected):
     ("large", "999m", "parameter large: unknown preset '999m'"),
     ("layers", "deep", "parameter layers: 'deep'"),
     ("root", 3, "parameter root: expected a string, got 3"),
+    ("steps", 0, "parameter steps: must be a positive integer, or per level as 'easy:2000,medium:4000,hard:8000'"),
+    ("steps", 2.5, "parameter steps: expected a string, got 2.5"),
 ])
 def test_bad_values_name_the_parameter(name, value, message):
     with pytest.raises(ParameterError, match=message):
@@ -82,3 +85,13 @@ def test_in_a_kernel_a_parameter_error_also_goes_to_the_kernel_s_stderr_once(mon
     for _ in range(2):  # IPython renders an error twice
         assert error._render_traceback_() == ["ParameterError: parameter x: bad"]
     assert terminal.getvalue() == "\nParameterError: parameter x: bad\n"
+
+
+def test_an_int_steps_means_every_level():
+    """`-p steps 200` (papermill passes an int) was refused as "expected a string"."""
+    from geomcap import results
+
+    namespace = {"steps": 200}
+    check(namespace, cells=["", "# parameters\nsteps = 'easy:2000,medium:4000,hard:8000'\n", "# Parameters\nsteps = 200\n"])
+    configs = results.section_grid(tasks="copy", levels="easy,hard", seeds=[0], steps=namespace["steps"])
+    assert [c.steps for c in configs] == [200, 200]

@@ -33,14 +33,15 @@ import sys
 #: "seeds" (the same with integers), "flag" (True or False), "fraction" (a number in (0, 1]),
 #: "text" (a string; its values are checked where it is used), "preset" (one model preset),
 #: "choice" (one string, checked where it is used), "selection" (a keyword string such as "all" or
-#: "every:K", or a list), "layers" ("final", "all", or a list of layer indices)
+#: "every:K", or a list), "layers" ("final", "all", or a list of layer indices), "steps" (a positive int
+#: for every level, normalised to its text, or per level as "easy:2000,medium:4000,hard:8000")
 KINDS = {
     "tasks": "names", "levels": "names", "sizes": "names", "benchmarks": "names", "seeds": "seeds",
     "recompute": "flag", "delete_downloads": "flag",
     "fraction": "fraction",
     "small": "preset", "large": "preset",
     "measure": "choice", "timing": "choice", "model": "choice", "device": "choice",
-    "steps": "text", "root": "text", "revisions": "selection", "layers": "layers",
+    "steps": "steps", "root": "text", "revisions": "selection", "layers": "layers",
 }
 
 
@@ -145,6 +146,13 @@ def check_value(name: str, value, kind: str | None = None):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ParameterError(f"parameter {name}: must be a non-negative integer, got {value!r}")
         return value
+    if kind == "steps":  # an int means every level; a string is checked where it is used (section_grid)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 1:
+                raise ParameterError(f"parameter {name}: must be a positive integer, or per level as "
+                                     f"'easy:2000,medium:4000,hard:8000', got {value!r}")
+            return str(value)
+        kind = "text"
     if kind in ("choice", "text"):
         if not isinstance(value, str):
             raise ParameterError(f"parameter {name}: expected a string, got {value!r}")
