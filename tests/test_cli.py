@@ -275,3 +275,27 @@ def test_sweep_settings_take_the_fields_types():
     assert SETTABLE_FIELDS["answer_order"] is str
     assert parse_settings(["warmup_steps=0", "lr=3e-4", "answer_order=lsd"]) == {
         "warmup_steps": 0, "lr": 0.0003, "answer_order": "lsd"}
+
+
+def test_train_from_reports_where_a_rerun_departs(tmp_path):
+    """`train --from` said only "DIFFERS" when the metrics were not byte-identical (another CPU), even when
+    the only difference was the measures a newer geomcap adds; now it compares the rows both files hold."""
+    import pandas as pd
+
+    source = tmp_path / "source"
+    first = run("train", "--task", "parity", "--level", "easy", "--steps", "8", "--quiet", "--out", str(source))
+    assert first.returncode == 0, first.stderr
+    older = tmp_path / "older"  # as recorded elsewhere by an older geomcap: no param_norm, probe_control_accuracy,
+    older.mkdir()               # and one rankme 1% off from step 5
+    (older / "config.json").write_text((source / "config.json").read_text())
+    m = pd.read_csv(source / "metrics.csv")
+    m = m[~m.measure.isin(["param_norm", "probe_control_accuracy"])]
+    m.loc[(m.step == 5) & (m.measure == "rankme") & (m.layer == 1), "value"] *= 1.01
+    m.to_csv(older / "metrics.csv", index=False)
+    again = run("train", "--from", str(older), "--quiet", "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    report = again.stdout.split(f"metrics.csv against {older / 'metrics.csv'}: ")[1]
+    assert "largest relative difference 9.9e-03 (rankme layer 1, step 5)" in report, report
+    assert "first departure beyond 0.0001 at step 5 (rankme layer 1)" in report
+    assert "rows only in the rerun (param_norm, probe_control_accuracy)" in report
+    assert report.splitlines()[1] == "first departures: rankme at step 5"

@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     _config_options(p)
     p.add_argument("--from", dest="from_config", default=None, metavar="CONFIG",
                    help="rerun a recorded run exactly: its config.json (or run directory) gives the whole config, "
-                        "the thread count, device and compile setting; takes no other config option")
+                        "the thread count, device and compile setting; takes no other config option. Reports "
+                        "whether metrics.csv is byte-identical, else the largest relative difference and the "
+                        "first step where a value departs by more than 1e-4 (geomcap.compare)")
     p.add_argument("--out", default=None,
                    help="the run directory itself (default: the run store root $GEOMCAP_RUNS or ./runs, under the config hash)")
     p.add_argument("--device", default=None, help="auto (cuda when present; the default), cpu or cuda")
@@ -297,9 +299,19 @@ def cmd_train(args) -> int:
     run_dir = train(cfg, out=args.out, device=device, progress=not args.quiet, compile=compile, threads=threads)
     print(run_dir)
     if source is not None and (source / "metrics.csv").exists():
-        same = (source / "metrics.csv").read_bytes() == (run_dir / "metrics.csv").read_bytes()
-        print(f"metrics.csv {'byte-identical to' if same else 'DIFFERS from'} {source / 'metrics.csv'}")
+        print(_rerun_report(source, run_dir))
     return 0
+
+
+def _rerun_report(source, run_dir) -> str:
+    """--from: how the rerun's metrics.csv agrees with the recorded one (geomcap.compare)."""
+    from geomcap import compare, store
+
+    recorded = source / store.METRICS_FILE
+    if recorded.read_bytes() == (run_dir / store.METRICS_FILE).read_bytes():
+        return f"metrics.csv byte-identical to {recorded}"
+    result = compare.compare_metrics(store.read_metrics(source), store.read_metrics(run_dir))
+    return f"metrics.csv against {recorded}: {compare.format_comparison(result)}"
 
 
 def _recorded_run(path: str):
