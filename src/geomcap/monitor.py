@@ -83,7 +83,7 @@ except ImportError:  # pragma: no cover - exercised only without transformers
 
 __all__ = ["GeometryMonitor", "GeometryCallback", "measure_checkpoints", "checkpoint_folders", "read_prompts",
            "check_out", "context_length", "fitting_prompts", "format_events", "collapse_summary", "capture",
-           "select_positions", "EVENT_FIELDS", "NonFiniteWarning"]
+           "select_positions", "EVENT_FIELDS", "NonFiniteWarning", "CHECKPOINTS_FILE"]
 
 logger = logging.getLogger(__name__)
 

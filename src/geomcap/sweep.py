@@ -248,7 +248,7 @@ class LocalWorkers:
         return f"its worker process{f' (pid {process.pid})' if process is not None else ''} {how}"
 
     def terminate(self) -> None:
-        """SIGTERM every worker (:func:`_terminate_workers`)."""
+        """SIGTERM every worker: the runs they hold stop at once, each resumable from its last checkpoint."""
         for pool in self.pools:
             if pool is not None:
                 _terminate_workers(pool)
