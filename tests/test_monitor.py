@@ -465,14 +465,12 @@ def test_non_finite_hidden_states_are_recorded_as_nan_never_passed_to_the_svd(tm
     ids = copy_task(64, 1)[:, :N_DIGITS]
     mon = GeometryMonitor(model, ids, layers=["blocks.0", "blocks.1"], labels=ids[:, 0].numpy())
     mon.record(0)
-    assert mon.nonfinite == 0
-    with pytest.warns(monitor.NonFiniteWarning, match="step 1: the hidden states of layer\\(s\\) 1 hold NaN or inf") \
-            as caught:
+    with pytest.warns(RuntimeWarning, match="step 1: the hidden states of layer\\(s\\) 1 hold NaN or inf") as caught:
         for step, bad in ((1, float("nan")), (2, float("inf")), (3, float("nan"))):
             with torch.no_grad():
                 model.blocks[1][0].weight[0, 0] = bad
             mon.record(step)
-    assert len([w for w in caught if issubclass(w.category, monitor.NonFiniteWarning)]) == 1  # once
+    assert [w.category for w in caught if "hold NaN or inf" in str(w.message)] == [monitor.NonFiniteWarning]  # once
     assert mon.nonfinite == 3  # (step, layer) records: layer 1 at steps 1, 2, 3
     m = mon.metrics.set_index(["step", "layer", "measure"]).value
     for step in (1, 2, 3):
