@@ -244,35 +244,68 @@ def sigmoid(steps, mid, width):
 
 
 def test_transition_step_function():
+    """A step at 500: the trailing median of 3 sees it at its second checkpoint (510), held 3 checkpoints."""
     steps = np.arange(0, 1001, 10)
     x = (steps >= 500).astype(float)
-    assert transition_step(steps, x) == 500
+    assert transition_step(steps, x) == 510
+    assert transition_step(steps, x, smooth=1) == 500
 
 
-def test_transition_sigmoid_midpoint():
+def test_transition_is_scale_shift_and_direction_free():
     steps = np.arange(0, 1001, 10)
-    assert transition_step(steps, sigmoid(steps, 505, 30)) == 510
-    assert transition_step(steps, 3.0 + 7.0 * sigmoid(steps, 505, 30)) == 510  # scale-free
+    noise = np.random.default_rng(0).normal(0, 0.01, steps.size)
+    x = sigmoid(steps, 505, 30) + noise
+    first = transition_step(steps, x)
+    assert 300 < first < 505  # the rise leaves the baseline's band before its midpoint
+    assert transition_step(steps, 7.0 * x) == first
+    assert transition_step(steps, -3.0 * x) == first
+    assert transition_step(steps, x + 0.0) == first
 
 
-def test_transition_decreasing_same_as_increasing():
+def test_transition_needs_a_change_beyond_noise_and_a_tenth_of_the_level():
     steps = np.arange(0, 1001, 10)
-    up = sigmoid(steps, 305, 40)
-    assert transition_step(steps, up) == transition_step(steps, 50.0 - 20.0 * up) == 310
+    rng = np.random.default_rng(1)
+    flat = 10.0 + rng.normal(0, 0.5, steps.size)
+    assert transition_step(steps, flat) is None                       # noise only
+    assert transition_step(steps, flat + 0.5 * (steps >= 500)) is None  # below 8 sigmas and 10% of the level
+    assert 500 <= transition_step(steps, flat + 6.0 * (steps >= 500)) <= 530
 
 
-def test_transition_fraction():
-    steps = np.arange(11)
-    x = np.arange(11.0)  # excursion 10
-    assert transition_step(steps, x, fraction=0.25) == 3
-    assert transition_step(steps, x, fraction=1.0) == 10
+def test_transition_false_alarms_on_noise():
+    """The rule's false-alarm rate, measured: on 150 checkpoints of white noise (and of heavy-tailed noise)
+    it fires in a few percent of series; on a random walk, whose level really does wander, more often."""
+    rng = np.random.default_rng(2)
+    steps = np.arange(150) * 50
+    white = np.mean([transition_step(steps, rng.normal(size=150)) is not None for _ in range(400)])
+    heavy = np.mean([transition_step(steps, rng.standard_t(3, size=150)) is not None for _ in range(400)])
+    assert white < 0.05 and heavy < 0.05
 
 
 def test_transition_constant_or_nan_is_none():
-    steps = np.arange(10)
-    assert transition_step(steps, np.full(10, 3.0)) is None
-    assert transition_step(steps, np.full(10, np.nan)) is None
-    assert transition_step(steps, [1.0] + [np.nan] * 9) is None
+    steps = np.arange(20)
+    assert transition_step(steps, np.full(20, 3.0)) is None
+    assert transition_step(steps, np.full(20, np.nan)) is None
+    assert transition_step(steps, [1.0] + [np.nan] * 19) is None
+    assert transition_step(steps[:10], np.arange(10.0)) is None  # fewer than baseline + hold checkpoints
+
+
+def test_transition_reads_only_from_start_and_is_causal():
+    """Nothing before ``start`` is read; a prefix gives the same transition as the whole series wherever the
+    prefix holds the transition and its hold."""
+    steps = np.arange(0, 1001, 10)
+    x = np.where(steps < 300, 0.0, 1.0) + np.where(steps >= 600, 10.0, 0.0)
+    assert transition_step(steps, x) == 310
+    assert transition_step(steps, x, start=400) == 610
+    for end in range(630, 1001, 10):
+        assert transition_step(steps[steps <= end], x[steps <= end], start=400) == 610
+    assert transition_step(steps[steps <= 620], x[steps <= 620], start=400) is None  # its hold not yet seen
+
+
+def test_trailing_median_reads_no_later_checkpoint():
+    x = np.array([5.0, 1.0, 9.0, 2.0, 7.0])
+    assert events.trailing_median(x, 3).tolist() == [5.0, 3.0, 5.0, 2.0, 7.0]
+    for k in range(1, 6):
+        assert np.array_equal(events.trailing_median(x[:k], 3), events.trailing_median(x, 3)[:k])
 
 
 # ---------------------------------------------------------------------------
@@ -283,18 +316,18 @@ STEPS_P = np.arange(0, 1001, 10)
 
 
 def test_precursor_leads():
-    measure = np.where(STEPS_P >= 100, 2.0, 10.0)
-    acc = np.where(STEPS_P >= 300, 0.95, 0.05)
+    measure = np.where(STEPS_P >= 300, 2.0, 10.0)
+    acc = np.where(STEPS_P >= 600, 0.95, 0.05)
     p = precursor(STEPS_P, measure, acc)
     assert isinstance(p, Precursor)
-    assert p == Precursor(100, 300, 200, 20, True, pytest.approx(200 / 300))
+    assert p == Precursor(310, 600, 290, 29, True, pytest.approx(290 / 600))
 
 
 def test_precursor_simultaneous_is_not_precursor():
-    measure = np.where(STEPS_P >= 300, 2.0, 10.0)
-    acc = np.where(STEPS_P >= 300, 0.95, 0.05)
+    measure = np.where(STEPS_P >= 600, 2.0, 10.0)
+    acc = np.where(STEPS_P >= 600, 0.95, 0.05)
     p = precursor(STEPS_P, measure, acc)
-    assert (p.gap_steps, p.gap_checkpoints, p.is_precursor) == (0, 0, False)
+    assert (p.gap_steps, p.gap_checkpoints, p.is_precursor) == (-10, -1, False)
 
 
 def test_precursor_measure_never_transitions():
@@ -304,17 +337,17 @@ def test_precursor_measure_never_transitions():
 
 
 def test_precursor_never_acquired():
-    measure = np.where(STEPS_P >= 100, 2.0, 10.0)
+    measure = np.where(STEPS_P >= 300, 2.0, 10.0)
     p = precursor(STEPS_P, measure, np.zeros(STEPS_P.size))
-    assert p == Precursor(100, None, None, None, False)
+    assert p == Precursor(310, None, None, None, False)
 
 
 def test_precursor_gap_in_checkpoints_irregular_steps():
-    steps = np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256])
-    measure = np.array([9, 9, 1, 1, 1, 1, 1, 1, 1, 1.0])
-    acc = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1.0])
-    p = precursor(steps, measure, acc)
-    assert p == Precursor(2, 32, 30, 4, True, pytest.approx(30 / 32))
+    steps = np.concatenate([np.arange(20), [32, 64, 128, 256, 512, 600, 700, 800]])
+    measure = np.where(steps >= 128, 1.0, 9.0)
+    acc = (steps >= 600).astype(float)
+    p = precursor(steps, measure, acc, smooth=1)
+    assert p == Precursor(128, 600, 472, 3, True, pytest.approx(472 / 600))
 
 
 # ---------------------------------------------------------------------------
@@ -471,35 +504,41 @@ def test_chance_corrected_acquisition_ignores_a_lucky_constant_guess():
 
 
 def collapse_then_rise_run(rise_step, acquisition_step):
-    """Final-layer RankMe: 8 at step 0, floor 2 at step 20, back to 4 around ``rise_step``;
-    accuracy jumps from 0 to 1 at ``acquisition_step``."""
-    steps = np.arange(0, 1000, 10)
-    rankme = np.where(steps < 20, 8.0 - 0.3 * steps, 2.0 + 2.0 * (steps >= rise_step))
+    """Final-layer RankMe: 8 at step 0, floor 2 at step 20, back to 6 by step 40 (recovery), a second rise
+    to 8 at ``rise_step``; accuracy jumps from 0 to 1 at ``acquisition_step``. Checkpoints every step to 128
+    (the protocol's dense part), then every 10 steps."""
+    steps = np.concatenate([np.arange(0, 128), np.arange(130, 1000, 10)])
+    rankme = np.where(steps < 20, 8.0 - 0.3 * steps, np.where(steps < 40, 2.0, 6.0)) + 2.0 * (steps >= rise_step)
     accuracy = (steps >= acquisition_step).astype(float)
     rows = [(s, -1, "accuracy", a) for s, a in zip(steps, accuracy)]
     rows += [(s, layer, "rankme", r - layer) for s, r in zip(steps, rankme) for layer in (0, 1)]
     return pd.DataFrame(rows, columns=["step", "layer", "measure", "value"])
 
 
-@pytest.mark.parametrize("rise_step, acquisition_step, expected", [(300, 500, True), (700, 500, False)])
-def test_summarize_run_after_floor_precursor(rise_step, acquisition_step, expected):
+@pytest.mark.parametrize("rise_step, acquisition_step, expected", [(500, 800, True), (700, 500, False)])
+def test_summarize_run_both_readings(rise_step, acquisition_step, expected):
     from geomcap import events
 
     summary = events.summarize_run(collapse_then_rise_run(rise_step, acquisition_step))
-    whole = summary["precursors"]["rankme"]
-    after = summary["precursors"]["rankme_after_floor"]
-    assert whole["measure_step"] == 10 and whole["is_precursor"]  # the collapse is the largest excursion
-    assert after["measure_step"] == rise_step  # from the floor (step 20) the excursion is the rise
-    assert after["is_precursor"] is expected
-    assert after["gap_steps"] == acquisition_step - rise_step
+    paper = summary["paper_precursors"]["rankme"]
+    informative = summary["precursors"]["rankme"]
+    assert summary["reading_start"] == events.READING_START  # the recovery (step 40) is earlier
+    assert paper["measure_step"] < 30 and paper["reading"] == "from_start"  # the collapse itself
+    assert informative["measure_step"] == rise_step + 10 and informative["reading"] == "after_collapse"
+    assert informative["is_precursor"] is expected
+    assert informative["gap_steps"] == acquisition_step - rise_step - 10
 
 
-def test_summarize_run_no_after_floor_without_collapse():
+def test_summarize_run_no_informative_reading_when_the_collapse_never_recovers():
     from geomcap import events
 
     metrics = collapse_then_rise_run(300, 500)
-    metrics.loc[metrics["measure"] == "rankme", "value"] = 5.0 + metrics["step"] / 1000  # monotone: no collapse
-    assert "rankme_after_floor" not in events.summarize_run(metrics)["precursors"]
+    rank = metrics["measure"] == "rankme"
+    metrics.loc[rank, "value"] = np.where(metrics.loc[rank, "step"] < 20, 8.0, 2.0)  # collapses, stays down
+    summary = events.summarize_run(metrics)
+    assert summary["reading_start"] is None and summary["precursors"] == {}
+    assert summary["paper_precursors"]["rankme"]["measure_step"] == 21
+    assert any("never recovered" in note for note in summary["notes"])
 
 
 # ---------------------------------------------------------------------------
@@ -583,15 +622,6 @@ def test_confirmed_events_on_prefixes():
     assert events.confirmed_events([0], [1.0])["floor_step"] is None
 
 
-def test_transition_start_and_end_bound_what_is_read():
-    steps = np.arange(0, 1001, 10)
-    x = np.where(steps < 100, 0.0, 1.0) + np.where(steps >= 600, 10.0, 0.0)
-    assert transition_step(steps, x) == 600  # the largest excursion is the late jump
-    assert transition_step(steps, x, end=500) == 100  # the late jump is beyond the horizon
-    assert transition_step(steps, x, start=200) == 600
-    assert transition_step(steps, x, start=200, end=500) is None  # constant in between
-
-
 def test_plateau_fraction_in_steps():
     steps = np.array([0, 10, 20, 100, 200])
     acc = np.array([0.0, 0.0, 0.05, 0.5, 1.0])
@@ -626,31 +656,39 @@ def test_summarize_run_precursor_known_both_ways():
     assert summary["acquisition_step"] is not None and abs(summary["acquisition_step"] - 1540) <= 20
     acq = summary["acquisition_step"]
     p = summary["precursors"]
-    # a measure that moves only with behaviour: not a precursor under either reading
-    assert p["grad_rank"]["is_precursor"] is False and p["grad_rank"]["leads_test_loss"] is False
-    # a genuine earlier rise: a precursor, ahead of the test loss too, by ~600 steps = 30 checkpoints
-    assert p["llc"]["is_precursor"] is True and p["llc"]["leads_test_loss"] is True
-    assert p["llc"]["gap_checkpoints"] == pytest.approx(30, abs=1)
+    assert summary["reading_start"] == events.READING_START
+    # a measure that moves only with behaviour: not a precursor
+    assert p["grad_rank"]["is_precursor"] is False and p["grad_rank"]["informative"] is False
+    # a genuine earlier rise: a precursor, ahead of the test loss too, by ~30 checkpoints
+    assert p["llc"]["is_precursor"] is True and p["llc"]["leads_test_loss"] is True and p["llc"]["informative"]
+    assert p["llc"]["gap_checkpoints"] == pytest.approx(30, abs=3)
     assert p["llc"]["gap_share"] == pytest.approx(p["llc"]["gap_steps"] / acq)
     # the test loss is the reference: it cannot lead itself
     assert p["test_loss"]["leads_test_loss"] is None and p["test_loss"]["is_precursor"] is False
-    # RankMe from the start fires on the early collapse; from the floor onward it is the recovery
-    assert p["rankme"]["measure_step"] < 50 and p["rankme"]["is_precursor"] is True
-    assert p["rankme_after_floor"]["reading"] == "after_floor"
-    assert p["llc_after_floor"]["is_precursor"] is True
-    assert p["grad_rank_after_floor"]["is_precursor"] is False
+    # the paper's reading of RankMe fires on the early collapse
+    paper = summary["paper_precursors"]
+    assert paper["rankme"]["measure_step"] < 50 and paper["rankme"]["is_precursor"] is True
+    assert paper["llc"]["is_precursor"] is True and paper["grad_rank"]["is_precursor"] is False
     assert summary["plateau_fraction"] == pytest.approx(1.0, abs=0.05)
 
 
 def test_summarize_run_stopped_early_equals_the_full_run():
+    """A run stopped anywhere after acquisition (and its confirmation) calls the same series precursors,
+    with the same transitions before acquisition, as the full run: no rule reads where the run stopped."""
     full = events.summarize_run(synthetic_run())
-    stop = int(full["horizon_step"])  # the run may stop anywhere from the horizon on
-    stopped = events.summarize_run(synthetic_run(stop=stop + 40))
-    assert stopped["last_step"] < full["last_step"]
-    for key in ("acquisition_step", "plateau_fraction", "horizon_step", "precursors", "top_down"):
-        assert stopped[key] == full[key], key
-    for key in ("floor_step", "floor_value", "recovery_step", "floor_certain_step", "recovery_certain_step"):
-        assert stopped["collapse"][key] == full["collapse"][key]
+    for stop in (full["acquisition_step"] + 100, full["acquisition_step"] + 500, 2400):
+        stopped = events.summarize_run(synthetic_run(stop=stop))
+        assert stopped["last_step"] < full["last_step"]
+        for key in ("acquisition_step", "plateau_fraction", "reading_start", "top_down"):
+            assert stopped[key] == full[key], key
+        for reading in ("precursors", "paper_precursors"):
+            for name, p in full[reading].items():
+                q = stopped[reading][name]
+                assert (q["is_precursor"], q["informative"]) == (p["is_precursor"], p["informative"]), name
+                if p["is_precursor"]:
+                    assert q == p, name
+        for key in ("floor_step", "floor_value", "recovery_step", "floor_certain_step", "recovery_certain_step"):
+            assert stopped["collapse"][key] == full["collapse"][key]
 
 
 def test_summarize_run_top_down_on_the_residual_stream():
@@ -675,11 +713,13 @@ def test_analysis_complete_marks_a_safe_stop():
     first = done.index(True)
     assert all(done[first:]) and not any(done[:first])
     stop = int(steps[first])
-    assert stop >= full["horizon_step"] and stop >= full["collapse"]["recovery_certain_step"]
+    assert stop >= full["acquisition_step"] and stop >= full["collapse"]["recovery_certain_step"]
     stopped = events.summarize_run(metrics[metrics["step"] <= stop])
-    for key in ("acquisition_step", "plateau_fraction", "horizon_step", "precursors", "top_down", "collapse",
+    for key in ("acquisition_step", "plateau_fraction", "reading_start", "top_down", "collapse",
                 "order_collapse_recovery_acquisition"):
         assert stopped[key] == full[key], key
+    for name, p in full["precursors"].items():
+        assert stopped["precursors"][name]["is_precursor"] == p["is_precursor"], name
     assert not events.confirmed_events(steps, rank)["analysis_complete"]  # without accuracy: never
 
 
@@ -705,11 +745,11 @@ def test_certain_events_never_change_on_random_walks(smooth, hold, floor_rule):
 def test_precursor_on_a_measure_recorded_at_a_subset_of_the_checkpoints():
     """A costly measure exists at every 3rd checkpoint: its transition is read on its own steps, the gap
     counted in checkpoints of the accuracy's grid (summarize_run reads the costly measures this way)."""
-    measure = np.where(STEPS_P >= 100, 2.0, 10.0)
-    acc = np.where(STEPS_P >= 300, 0.95, 0.05)
-    sub = STEPS_P[::3]  # 0, 30, 60, 90, 120, ...: the first step >= 100 recorded is 120
+    measure = np.where(STEPS_P >= 590, 2.0, 10.0)
+    acc = np.where(STEPS_P >= 900, 0.95, 0.05)
+    sub = STEPS_P[::3]  # 0, 30, 60, ...: the first step >= 590 recorded is 600, the median of 3 sees it at 630
     p = precursor(STEPS_P, measure[::3], acc, measure_steps=sub)
-    assert p == Precursor(120, 300, 180, 18, True, pytest.approx(180 / 300))
+    assert p == Precursor(630, 900, 270, 27, True, pytest.approx(270 / 900))
     with pytest.raises(ValueError, match="same length"):
         precursor(STEPS_P, measure, acc, measure_steps=sub)
 
@@ -719,14 +759,13 @@ def test_summarize_run_precursors_are_the_precursor_rule():
     metrics = synthetic_run()
     summary = events.summarize_run(metrics)
     steps, acc = events.tidy_series(metrics, "accuracy")
-    floor = summary["collapse"]["floor_step"]
     for name in ("llc", "grad_rank", "test_loss"):
         m_steps, values = events.tidy_series(metrics, name)
-        for key, start in ((name, None), (f"{name}_after_floor", floor)):
+        for reading, start in (("paper_precursors", None), ("precursors", summary["reading_start"])):
             p = precursor(steps, values, acc, measure_steps=m_steps, start=start)
-            got = summary["precursors"][key]
+            got = summary[reading][name]
             assert (got["measure_step"], got["gap_checkpoints"], got["is_precursor"]) == (
-                p.measure_step, p.gap_checkpoints, p.is_precursor), key
+                p.measure_step, p.gap_checkpoints, p.is_precursor), (reading, name)
 
 
 def test_final_layer_is_the_deepest_layer_recorded_per_run():
@@ -742,9 +781,10 @@ def test_final_layer_is_the_deepest_layer_recorded_per_run():
 def test_format_summary_states_the_parameters_used():
     metrics = synthetic_run()
     default = events.format_summary(events.summarize_run(metrics))
-    assert "transition = 0.5 of the largest excursion" in default and ">= 2 checkpoints" in default
-    other = events.format_summary(events.summarize_run(metrics, fraction=0.3, min_lead=4))
-    assert "transition = 0.3 of the largest excursion" in other and ">= 4 checkpoints" in other
+    assert "leaves the course of its first 16 checkpoints" in default and ">= 2 checkpoints" in default
+    assert "informative reading (b), from step 300" in default and "the paper's reading (a)" in default
+    other = events.format_summary(events.summarize_run(metrics, min_lead=4))
+    assert ">= 4 checkpoints" in other
     never = events.summarize_run(metrics, threshold=1.0, patience=5)  # accuracy never exceeds 1
     assert never["acquisition_step"] is None
     assert "never acquired (chance-corrected > 1 for 5 checkpoints)" in events.format_summary(never)

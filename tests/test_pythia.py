@@ -339,9 +339,9 @@ def test_items_longer_than_the_context_are_left_out_and_counted(standin, small_b
 
 
 def test_summary_gap_matches_the_events_code():
-    steps = np.array([0, 1, 2, 4, 1000, 2000, 3000, 4000, 5000, 6000])
-    acc = np.array([.25, .25, .25, .25, .25, .3, .5, .8, .9, .9])
-    rank = np.array([10, 10, 10, 10, 4, 3, 3, 3, 3, 3.])  # transition at step 1000
+    steps = np.concatenate([np.arange(20), np.arange(1000, 8001, 500)])
+    acc = np.where(steps < 4000, 0.25, 0.9)
+    rank = np.where(steps < 1000, 10.0, 4.0)  # leaves its course at 1000, seen through the median of 3 at 1500
     rows = [(s, -1, "accuracy", a) for s, a in zip(steps, acc)]
     rows += [(s, layer, "rankme", r * (layer + 1)) for s, r in zip(steps, rank) for layer in (0, 1)]
     metrics = pd.DataFrame(rows, columns=store.METRIC_COLUMNS).assign(run="r", task="logical_deduction")
@@ -351,10 +351,10 @@ def test_summary_gap_matches_the_events_code():
     row = table.iloc[0]
     p = events.precursor(steps, rank * 2, events.chance_corrected(acc, 0.25))
     assert row["layer"] == 1 and row["acquisition_step"] == p.acquisition_step == 4000
-    assert row["transition_step"] == 1000 and row["gap_steps"] == 3000 and row["gap_tokens"] == 300_000
-    assert row["gap_fraction"] == pytest.approx(0.5) and bool(row["is_precursor"])
+    assert row["transition_step"] == 1500 and row["gap_steps"] == 2500 and row["gap_tokens"] == 250_000
+    assert row["gap_fraction"] == pytest.approx(2500 / 8000) and bool(row["is_precursor"])
     c7 = pythia.claim_c7(table)
-    assert c7["claim"] == "C7" and c7["value"] == 3000 and "logical_deduction gap 3000 steps" in c7["ours"]
+    assert c7["claim"] == "C7" and c7["value"] == 2500 and "logical_deduction gap 2500 steps" in c7["ours"]
     with pytest.raises(ValueError, match="parameter layers"):
         pythia.gap_table(runs, metrics, layers=[5])
 

@@ -129,9 +129,9 @@ def test_paper_vs_ours_rows(store_root):
     for claim in ("C2", "C3", "C7", "C8"):
         assert table.loc[claim, "verdict"] == "not testable"
     assert set(table["verdict"]) <= set(results.VERDICTS) and table["rule"].str.len().min() > 20
-    assert list(results.verdict_table(rows).columns) == ["paper", "ours", "verdict", "rule"]
+    assert list(results.verdict_table(rows).columns) == ["paper", "ours", "control", "verdict", "rule"]
     glued = results.glue_values(rows)  # values for the notebooks to glue: the library writes nothing
-    assert len(glued) == 3 * len(rows) and glued["C2_ours"] == "no MOD run selected"
+    assert len(glued) == 4 * len(rows) and glued["C2_ours"] == "no MOD run selected"
     assert glued["C2_verdict"] == "not testable" and glued["C1_value"] is rows[0]["value"]
     assert [row["claim"] for row in results.task_claims_from_store(store_root)] == ["C1", "C2", "C3", "C4", "C5", "C6", "C8"]
 
@@ -169,18 +169,23 @@ def test_training_setting_names_only_what_changed():
 
 
 def _summary(classes, rankme_leads, leads_loss, gap=5):
-    """A summary table with one row per run: its behaviour class, RankMe's two readings."""
+    """A summary table with one row per run (each its own setting, so intervals have something to resample):
+    its behaviour class, RankMe's informative reading, and the paper's reading (the same values)."""
     acq = {"easy": 100, "hard": 1500, "intermediate": 400, "not acquired": None}
     plateau = {"easy": 0.2, "hard": 0.8, "intermediate": 0.1, "not acquired": 1.0}
     n = len(classes)
-    return pd.DataFrame({
-        "task": "add", "size": "405k", "level": "hard",
+    table = pd.DataFrame({
+        "task": [f"t{i}" for i in range(n)], "size": "405k", "level": "hard",
         "acquisition_step": pd.array([acq[c] for c in classes], dtype="Int64"),
         "plateau_fraction": [plateau[c] for c in classes],
+        "rankme_recovery_step": pd.array([60] * n, dtype="Int64"),
         "rankme_transition_step": [(acq[c] or 0) // 2 for c in classes],
         "rankme_is_precursor": rankme_leads, "rankme_leads_test_loss": leads_loss,
         "rankme_gap_steps": pd.array([gap * 10] * n, dtype="Int64"),
         "rankme_gap_checkpoints": pd.array([gap] * n, dtype="Int64"), "rankme_gap_share": [0.5] * n})
+    for column in ("transition_step", "is_precursor", "leads_test_loss", "gap_checkpoints", "gap_share"):
+        table[f"paper_rankme_{column}"] = table[f"rankme_{column}"]
+    return table
 
 
 def test_difficulty_class_from_behaviour_only():
@@ -195,45 +200,72 @@ def test_difficulty_class_from_behaviour_only():
 
 def test_claims_c5_c6_known_both_ways():
     classes = ["easy"] * 4 + ["hard"] * 4
-    # the paper's shape: easy runs show no precursor, hard runs lead acquisition and the test loss
+    # the paper's shape: hard runs' RankMe leads acquisition and the test loss, its timing tracks acquisition
     shaped = _summary(classes, [False] * 4 + [True] * 4, [False] * 4 + [True] * 4)
     shaped["rankme_transition_step"] = [10, 20, 30, 40, 700, 800, 900, 1000]
     shaped["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
     shaped["llc_is_precursor"] = [None] * 4 + [False] * 4  # the LLC never leads (the paper's 0/24)
-    c5, c6 = results.claim_c5(shaped), results.claim_c6(shaped)
+    shaped["llc_leads_test_loss"] = [None] * 4 + [False] * 4
+    c5 = results.claim_c5(shaped)
     assert c5["verdict"] == "reproduced" and c5["value"] == 1.0
-    assert "4/4 lead acquisition" in c5["ours"] and "4/4 lead the test loss" in c5["ours"]
-    assert "the LLC half: tested (4 hard run(s)" in c5["ours"]
-    assert c6["verdict"] == "reproduced" and c6["value"] == 1.0
-    # the claim's LLC half: an LLC that leads, or one recorded on fewer than MIN_RUNS hard runs, or none at all,
-    # leaves RankMe's half alone: partly reproduced
-    leading = shaped.assign(llc_is_precursor=[None] * 4 + [True] * 4)
+    assert "RankMe informative 4/4, timing rho 1.00" in c5["ours"] and "LLC informative 0/4" in c5["control"]
+    # a baseline that predicts acquisition at least as well: RankMe adds nothing -> partly
+    behaviour = shaped.assign(train_accuracy_transition_step=shaped["rankme_transition_step"] + 1,
+                              train_accuracy_is_precursor=shaped["rankme_is_precursor"],
+                              train_accuracy_leads_test_loss=shaped["rankme_leads_test_loss"])
+    assert results.claim_c5(behaviour)["verdict"] == "partly reproduced"
+    assert "train_accuracy 4/4, rho 1.00" in results.claim_c5(behaviour)["control"]
+    # the claim's LLC half: an LLC that leads, or one recorded on fewer than MIN_RUNS hard runs: partly
+    leading = shaped.assign(llc_is_precursor=[None] * 4 + [True] * 4, llc_leads_test_loss=[None] * 4 + [True] * 4)
     too_few = shaped.assign(llc_is_precursor=[None] * 6 + [False] * 2)
     assert results.claim_c5(leading)["verdict"] == "partly reproduced"
     assert results.claim_c5(too_few)["verdict"] == "partly reproduced"
-    assert "the LLC half: untested (2 hard run(s)" in results.claim_c5(too_few)["ours"]
-    assert results.claim_c5(shaped.drop(columns="llc_is_precursor"))["verdict"] == "partly reproduced"
-    # a measure that fires on every run (e.g. on the early collapse): C6 fails; C5 only partly (its
-    # timing does not predict acquisition: transitions in the reverse order of acquisitions)
+    assert results.claim_c5(shaped.drop(columns=["llc_is_precursor", "llc_leads_test_loss"]))["verdict"] == \
+        "partly reproduced"
+    # RankMe leads acquisition but never the test loss, and its timing runs against acquisition: not reproduced
     flat = _summary(classes, [True] * 8, [False] * 8)
     flat["rankme_transition_step"] = [40, 30, 20, 10, 40, 30, 20, 10]
     flat["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
-    assert results.claim_c6(flat)["verdict"] == "not reproduced"
-    assert results.claim_c5(flat)["verdict"] == "partly reproduced"
+    assert results.claim_c5(flat)["verdict"] == "not reproduced"
     # every hard run's transition at one step: the timing rho is undefined, and says so (never "nan")
     tied = shaped.assign(rankme_transition_step=[10, 20, 30, 40, 700, 700, 700, 700])
-    assert "timing rho undefined (4 runs" in results.claim_c5(tied)["ours"]
+    assert "timing rho undefined" in results.claim_c5(tied)["ours"]
     assert "nan" not in results.claim_c5(tied)["ours"] and results.claim_c5(tied)["verdict"] == "partly reproduced"
     # too few hard runs
     assert results.claim_c5(_summary(["easy", "hard"], [True, True], [True, True]))["verdict"] == "not testable"
+    # C6 needs runs acquired during the collapse (by RankMe's recovery): none here (recovery at 60)
+    assert results.claim_c6(shaped)["verdict"] == "not testable"
+    during = shaped.assign(rankme_recovery_step=pd.array([300] * 8, dtype="Int64"))  # easy runs acquired by 300
+    assert results.claim_c6(during)["verdict"] == "reproduced"
+    assert results.claim_c6(during.assign(paper_rankme_is_precursor=True))["verdict"] == "not reproduced"
 
 
 def test_precursor_table_reports_both_readings_with_intervals():
     summary = _summary(["hard"] * 4, [True, True, True, False], [True, False, None, False])
     row = results.precursor_table(summary, measures=["rankme"]).iloc[0]
     assert (row["runs"], row["precursor"], row["leads_defined"], row["leads_test_loss"]) == (4, 3, 3, 1)
+    assert (row["informative"], row["settings"]) == (1, 4)
     assert row["rate_low"] < 0.75 < row["rate_high"] and row["median_gap_checkpoints"] == 5
     assert row["median_gap_share"] == 0.5
+    paper = results.precursor_table(summary, measures=["rankme"], reading="paper").iloc[0]
+    assert paper["precursor"] == 3
+    with pytest.raises(ValueError, match="reading must be one of"):
+        results.precursor_table(summary, reading="b")
+
+
+def test_setting_bootstrap_resamples_settings_not_runs():
+    """Ten seeds of one setting that all lead and one setting that never does: counted as runs the rate is
+    10/11, but over settings the interval spans nearly 0 to 1."""
+    table = pd.DataFrame({"task": ["a"] * 10 + ["b"], "level": "hard", "size": "405k",
+                          "lead": [True] * 10 + [False]})
+    r = results.rate_interval(table, "lead", n_boot=500)
+    assert (r["k"], r["n"], r["settings"]) == (10, 11, 2)
+    assert r["low"] == 0.0 and r["high"] == 1.0
+    spread = pd.DataFrame({"task": [f"t{i}" for i in range(20)], "level": "hard", "size": "405k",
+                           "lead": [True] * 18 + [False] * 2})
+    r = results.rate_interval(spread, "lead", n_boot=500)
+    assert 0.7 < r["low"] < 0.9 < r["high"] <= 1.0
+    assert results.rate_interval(table.iloc[:0], "lead")["n"] == 0
 
 
 def test_precursor_table_orders_levels_and_classes_from_easy_to_hard():
@@ -250,10 +282,12 @@ def test_precursor_table_orders_levels_and_classes_from_easy_to_hard():
 
 def test_timing_prediction_rank_correlation_with_bootstrap_ci():
     acq = np.array([100, 300, 200, 500, 400, 600])
-    table = pd.DataFrame({"acquisition_step": acq, "llc_transition_step": acq - 50,
+    table = pd.DataFrame({"task": list("abcdef"), "level": "hard", "size": "405k",
+                          "acquisition_step": acq, "llc_transition_step": acq - 50,
                           "rankme_transition_step": -acq, "grad_rank_transition_step": [10] * 6})
     up = results.timing_prediction(table, "llc", n_boot=200)
     assert up["rho"] == pytest.approx(1.0) and up["ci_low"] == pytest.approx(1.0) and up["runs"] == 6
+    assert up["settings"] == 6
     down = results.timing_prediction(table, "rankme", n_boot=200)
     assert down["rho"] == pytest.approx(-1.0) and down["ci_high"] == pytest.approx(-1.0)
     assert np.isnan(results.timing_prediction(table, "grad_rank")["rho"])  # constant: undefined
@@ -267,7 +301,7 @@ def test_memorisation_table_known_both_ways():
         "acquisition_step": pd.array([1000, 400, None], dtype="Int64"),
         "train_accuracy_transition_step": [300, 400, 50], "train_accuracy_gap_checkpoints": [10, 0, None],
         "train_accuracy_gap_share": [0.7, 0.0, None],
-        "rankme_after_floor_transition_step": [290, 100, 40], "rankme_after_floor_gap_checkpoints": [11, 12, None]})
+        "rankme_transition_step": [290, 100, 40], "rankme_gap_checkpoints": [11, 12, None]})
     table = results.memorisation_table(summary)
     assert table["seed"].tolist() == [0, 1]  # the run never acquired has no lead
     grok, plain = table.iloc[0], table.iloc[1]
@@ -280,11 +314,12 @@ def test_memorisation_table_known_both_ways():
 
 
 def test_rate_and_timing_texts_say_the_count_or_why_not():
-    low, high = results.wilson_interval(3, 4)
-    assert results.rate_text(3, 4) == f"3/4 (95% CI {low:.2f}-{high:.2f})"
-    assert results.rate_text(0, 0) == "none of 0 runs"
-    defined = {"rho": 0.5, "ci_low": -0.25, "ci_high": 0.75, "runs": 7}
-    assert results.timing_text(defined) == "0.50 (95% CI -0.25 to 0.75, 7 runs)"
+    r = {"k": 3, "n": 4, "rate": 0.75, "low": 0.5, "high": 1.0, "settings": 2}
+    assert results.rate_text(r) == "3/4 (95% CI 0.50-1.00 over 2 settings)"
+    assert results.rate_text({**r, "k": 0, "n": 0}) == "none of 0 runs"
+    assert results.rate_text({**r, "low": np.nan}) == "3/4 (no interval over 2 settings)"
+    defined = {"rho": 0.5, "ci_low": -0.25, "ci_high": 0.75, "runs": 7, "settings": 3}
+    assert results.timing_text(defined) == "0.50 (95% CI -0.25 to 0.75, 7 runs in 3 settings)"
     assert results.timing_text({**defined, "rho": np.nan, "runs": 2}).startswith("undefined (2 runs")
 
 
@@ -307,8 +342,33 @@ def test_verdict_rules_c1_c2_c3_c8():
     assert results.claim_c3(pairs.assign(top_down_rho_step=-0.5))["verdict"] == "reproduced"
     assert results.claim_c3(pairs.assign(top_down_rho_step=np.nan))["verdict"] == "not testable"
     corr = pd.DataFrame({"spearman": [0.95, 0.97, 0.93]})
-    assert results.claim_c8(corr)["verdict"] == "reproduced"
-    assert results.claim_c8(corr - 0.5)["verdict"] == "not reproduced"
+    assert results.claim_c8(corr, size_ratio=370)["verdict"] == "reproduced"
+    assert results.claim_c8(corr - 0.5, size_ratio=370)["verdict"] == "not reproduced"
+    # outside the claim's regime: a proxy only 3.3x smaller, or sizes unknown
+    assert results.claim_c8(corr, size_ratio=3.3)["verdict"] == "not testable"
+    assert "3.3x apart" in results.claim_c8(corr, size_ratio=3.3)["ours"]
+    assert results.claim_c8(corr)["verdict"] == "not testable"
+
+
+def test_verdicts_read_the_controls_both_ways():
+    """An effect the negative controls show as strongly is not specific to learning; one they lack is."""
+    real = pd.DataFrame({"task": ["copy", "add", "mod", "parity"], "level": "medium", "size": "405k-deep",
+                         "acquisition_step": pd.array([500] * 4, dtype="Int64"),
+                         "ordered_collapse_recovery_acquisition": True, "rankme_collapsed": True,
+                         "rankme_recovery_step": pd.array([60] * 4, dtype="Int64"),
+                         "rankme_floor_value": 2.0, "top_down_rho_step": -1.0, "top_down_rho_floor": 0.0})
+    lookalike = real.assign(acquisition_step=pd.array([None] * 4, dtype="Int64"))
+    nothing = lookalike.assign(rankme_recovery_step=pd.array([None] * 4, dtype="Int64"), top_down_rho_step=0.5,
+                               rankme_floor_value=8.0)
+    assert results.claim_c1(real, real, lookalike)["verdict"] == "reproduced, not specific to learning"
+    assert results.claim_c1(real, real, nothing)["verdict"] == "reproduced"
+    assert "controls 4/4" in results.claim_c1(real, real, lookalike)["control"]
+    assert results.claim_c3(real, lookalike)["verdict"] == "reproduced, not specific to learning"
+    assert results.claim_c3(real, nothing)["verdict"] == "reproduced"
+    assert results.claim_c2(real, None, lookalike)["verdict"] == "reproduced, not specific to learning"
+    assert results.claim_c2(real, None, nothing)["verdict"] == "partly reproduced"  # one size
+    # controls of other settings than the real runs' do not count as the same settings
+    assert results.matched(real, lookalike.assign(size="1.3m-deep")).empty
 
 
 def test_claim_c7_from_a_pythia_table():
@@ -349,24 +409,33 @@ def test_not_acquired_table_diagnoses_memorised_and_underfit():
     assert results.not_acquired_table(summary[summary["task"] == "copy"], metrics).empty
 
 
-def test_events_table_and_probe_baselines(store_root):
+def test_probe_baselines_and_selectivity(store_root):
     runs = results.load_runs(store_root, task="parity")
-    table = results.events_table(runs)
-    assert set(table["run"]) == set(runs["run"])
-    per_run = table[table["run"] == runs["run"][0]]
-    assert (per_run["event"] == "acquisition").sum() == 1 and (per_run["event"] == "collapse_floor").sum() == 1
-    transitions = per_run[per_run["event"] == "transition"]
-    assert {"rankme", "test_loss", "train_accuracy", "first_token_accuracy"} <= set(transitions["measure"])
-    assert set(transitions["reading"].dropna()) <= {"from_start", "after_floor"}
-    metrics = results.load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy"])
+    metrics = results.load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy",
+                                                   "probe_control_accuracy"])
     probes = results.probe_table(metrics, runs)
     # parity's first answer token is one of two: a constant guess scores about one half
     assert (probes["majority_rate"] > 0.4).all()
     assert {"probe_above_baselines_share", "c4_holds"} <= set(probes.columns)
     assert results.probe_by_task(probes)["task"].tolist() == ["parity"]
+    selectivity = results.selectivity_table(metrics, runs)
+    assert set(selectivity["run"]) == set(runs["run"])  # the store's runs record the control task
+    assert np.allclose(selectivity["selectivity"], selectivity["probe"] - selectivity["control"])
     summary = results.summary_table(runs)
     assert summary["stopped_at"].isna().all() and (summary["last_step"] == 8).all()
     assert set(summary["difficulty"]) <= set(results.DIFFICULTY_CLASSES)
+
+
+def test_selectivity_is_the_probe_minus_its_control_below_fifty_percent():
+    rows = []
+    for step, acc in ((0, 0.1), (10, 0.2), (20, 0.9)):
+        rows += [(step, -1, "accuracy", acc), (step, 1, "probe_accuracy", 0.8), (step, 1, "probe_control_accuracy",
+                                                                                 0.3 if step < 20 else 0.8)]
+    metrics = pd.DataFrame(rows, columns=["step", "layer", "measure", "value"]).assign(run="r")
+    runs = pd.DataFrame({"task": ["add"], "level": "hard", "size": "405k", "seed": 0, "run": ["r"]})
+    table = results.selectivity_table(metrics, runs)
+    assert table[["layer", "checkpoints_below"]].values.tolist() == [[1, 2]]  # step 20 is above 50%
+    assert table["selectivity"].iloc[0] == pytest.approx(0.5)
 
 
 def test_recompute_writes_to_the_user_store_not_the_committed_data(tmp_path, monkeypatch):
@@ -514,7 +583,7 @@ def test_summary_rows_are_cached_by_code_and_content(store_root, tmp_path, monke
     pd.testing.assert_frame_equal(again, computed)
     assert len(list((tmp_path / "cache").glob("*.pkl"))) == len(runs)  # read, not written again
     # other arguments are another row
-    results.summary_table(runs, fraction=0.3)
+    results.summary_table(runs, min_lead=3)
     assert len(list((tmp_path / "cache").glob("*.pkl"))) == 2 * len(runs)
     # a run copied elsewhere and then changed: exact match 1 at every checkpoint, so acquired at step 0
     copy = tmp_path / "store" / runs["run"].iloc[0]
@@ -627,33 +696,6 @@ def test_group_count_reads_one_measure_in_one_group():
     assert results.group_count(pd.DataFrame(), "rankme", "hard") == (0, 0)
 
 
-def test_baseline_comparison_text_known_both_ways():
-    behind = _by_class({"hard": (4, 5)}, {"hard": (5, 5)})
-    ahead = _by_class({"hard": (5, 5)}, {"hard": (2, 5)})
-    assert results.baseline_comparison_text(behind).startswith("Reading (a) does not separate RankMe")
-    assert results.baseline_comparison_text(ahead).startswith("Reading (a) separates RankMe from the test loss")
-    good, poor = {"rho": 0.9}, {"rho": 0.1}
-    assert "adds no prediction" in results.baseline_comparison_text(ahead, timing_after=poor, timing_train=good)
-    assert "predicts acquisition better" in results.baseline_comparison_text(ahead, timing_after=good, timing_train=poor)
-    assert "timing" not in results.baseline_comparison_text(ahead, timing_after={"rho": np.nan}, timing_train=good)
-    assert results.baseline_comparison_text(_by_class({}, {})).startswith("With no acquired hard run")
-
-
-def test_difficulty_contrast_text_known_both_ways():
-    # the paper's shape: easy runs show no precursor, hard runs do, and the test loss does not separate them
-    paper_like = _by_class({"easy": (0, 5), "hard": (5, 5)}, {"easy": (5, 5), "hard": (5, 5)},
-                           {"easy": (0, 5), "hard": (4, 5)})
-    text = results.difficulty_contrast_text(paper_like)
-    assert "+100 points for RankMe and +0 points for the test loss" in text
-    assert "separates the classes more" in text and "Easy runs show no precursor, as the paper says" in text
-    assert "0% of the easy runs and 80% of the hard ones" in text
-    # what the re-run found: a precursor everywhere
-    everywhere = _by_class({"easy": (5, 5), "hard": (5, 5)}, {"easy": (5, 5), "hard": (5, 5)})
-    text = results.difficulty_contrast_text(everywhere)
-    assert "no more than the test loss" in text and "Easy runs show the precursor too" in text
-    assert "cannot be read yet" in results.difficulty_contrast_text(_by_class({"easy": (0, 2), "hard": (5, 5)}, {}))
-
-
 def test_memorisation_texts_known_both_ways():
     def summary(rankme_lead):  # two mod/medium runs whose train accuracy leads acquisition by 10 checkpoints
         return pd.DataFrame({
@@ -661,7 +703,7 @@ def test_memorisation_texts_known_both_ways():
             "acquisition_step": pd.array([1000, 900], dtype="Int64"),
             "train_accuracy_transition_step": [300, 250], "train_accuracy_gap_checkpoints": [10, 10],
             "train_accuracy_gap_share": [0.7, 0.7],
-            "rankme_after_floor_transition_step": [290, 100], "rankme_after_floor_gap_checkpoints": rankme_lead})
+            "rankme_transition_step": [290, 100], "rankme_gap_checkpoints": rankme_lead})
     text, verdict = results.memorisation_texts(summary([10, 11]))
     assert verdict.endswith("the first grid's finding holds.") and text.endswith(verdict)
     assert text.startswith("mod/medium: 2 of 2 runs memorise first")
@@ -697,8 +739,8 @@ def test_costly_health_table_counts_flat_chains_and_cost(tmp_path):
 
 def test_costly_resolution_text_reads_the_window_both_ways():
     runs = pd.DataFrame({"run": ["a", "b", "c"], "costly_window": [(400, 1300), (1000, 1900), None]})
-    summary = pd.DataFrame({"run": ["a", "b", "c"], "llc_after_floor_transition_step": [1020, 900, 500],
-                            "llc_after_floor_gap_checkpoints": [3, 12, 9], "test_loss_gap_checkpoints": [4, 2, 1]})
+    summary = pd.DataFrame({"run": ["a", "b", "c"], "llc_transition_step": [1020, 900, 500],
+                            "llc_gap_checkpoints": [3, 12, 9], "test_loss_gap_checkpoints": [4, 2, 1]})
     text = results.costly_resolution_text(summary, runs, ["llc", "hessian_top"], costly_every=4, dense_steps=128)
     assert "2 run(s) record them at every checkpoint" in text and "steps 400-1300, 1000-1900" in text
     # a: inside its window, 3 checkpoints ahead of acquisition and 1 behind the test loss; b: outside

@@ -445,9 +445,12 @@ def show_summary(path) -> dict:
     else:
         metrics = store.read_metrics(run_dir)
     config = store.read_config(run_dir) if (run_dir / store.CONFIG_FILE).exists() else None
+    status = store.read_status(run_dir) if config else None
     chance_known = config is not None and all(k in config for k in ("task", "level", "seed"))
-    chance = run_chance(config) if chance_known else 0.0
-    out = {"path": str(path), "config": config, "status": store.read_status(run_dir) if config else None,
+    # training writes the chance level into status.json; runs older than that regenerate their data for it
+    recorded = (status or {}).get("chance_accuracy")
+    chance = (recorded if recorded is not None else run_chance(config)) if chance_known else 0.0
+    out = {"path": str(path), "config": config, "status": status,
            "chance_known": chance_known,
            "note": None if chance_known else "no config with task, level and seed: the best constant answer's "
                                              "accuracy is unknown, acquisition uses chance 0",

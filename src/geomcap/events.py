@@ -10,7 +10,10 @@ are the module constants below (collected in :data:`PROTOCOL`):
   :func:`confirmed_events` -- the events known for certain on a prefix (for a
   streaming monitor).
 * :func:`transition_step` -- one scale- and direction-free rule for "when did
-  this series change", applied identically to every series (claim C5).
+  this series change", applied identically to every series and computed from
+  that series alone, causally (claim C5).
+* :func:`reading_start` -- where the informative reading starts: after the
+  collapse has recovered.
 * :func:`precursor` -- does a measure's transition precede acquisition (C5)?
 * :func:`top_down`, :func:`layer_collapse_step` -- do layers nearer the
   output collapse earlier (claim C3)?
@@ -55,16 +58,20 @@ __all__ = [
     "MIN_RELATIVE_DROP",
     "LAYER_FRACTION",
     "MIN_TOP_DOWN_LAYERS",
-    "TRANSITION_FRACTION",
+    "TRANSITION_BASELINE",
+    "TRANSITION_SIGMAS",
+    "TRANSITION_MIN_CHANGE",
+    "TRANSITION_HOLD",
     "MIN_LEAD_CHECKPOINTS",
-    "HORIZON_SHARE",
+    "READING_START",
     "PLATEAU_LEVEL",
     "acquisition_step",
     "Collapse",
     "collapse",
     "confirmed_events",
     "transition_step",
-    "horizon_step",
+    "reading_start",
+    "trailing_median",
     "layer_collapse_step",
     "plateau_fraction",
     "Precursor",
@@ -82,7 +89,6 @@ __all__ = [
     "format_summary",
     "PRECURSOR_MEASURES",
     "BEHAVIOURAL_BASELINES",
-    "READINGS",
 ]
 
 
@@ -106,12 +112,22 @@ MIN_RELATIVE_DROP = 0.1
 LAYER_FRACTION = 0.5
 #: the top-down statistic needs at least this many informative layers
 MIN_TOP_DOWN_LAYERS = 4
-#: transition: the first checkpoint with TRANSITION_FRACTION of the largest excursion
-TRANSITION_FRACTION = 0.5
-#: precursor (the paper's reading): the transition precedes acquisition by >= this many checkpoints
+#: transition (:func:`transition_step`): a series' reference is the robust straight line through its first
+#: TRANSITION_BASELINE checkpoints read ...
+TRANSITION_BASELINE = 16
+#: ... and its transition the first later checkpoint from which the (trailing-median smoothed) series stays
+#: off that line's extrapolation by more than TRANSITION_SIGMAS robust standard deviations of the baseline's
+#: residuals (widened as a prediction interval is, with the distance from the baseline) ...
+TRANSITION_SIGMAS = 8.0
+#: ... and by more than this share of the baseline's level ...
+TRANSITION_MIN_CHANGE = 0.1
+#: ... at TRANSITION_HOLD consecutive checkpoints, on the same side
+TRANSITION_HOLD = 3
+#: precursor (both readings): the transition precedes acquisition by >= this many checkpoints
 MIN_LEAD_CHECKPOINTS = 2
-#: transitions are read on checkpoints up to acquisition * (1 + HORIZON_SHARE) (whole run if never acquired)
-HORIZON_SHARE = 0.5
+#: the informative reading (b) reads every series from where the collapse is over: this step, or the run's
+#: recovery (of the final layer's RankMe) if that is later; nothing if the collapse never recovers
+READING_START = COLLAPSE_WINDOW
 #: behavioural plateau: chance-corrected accuracy below this level
 PLATEAU_LEVEL = 0.1
 
@@ -120,9 +136,11 @@ PROTOCOL = {
     "smooth": SMOOTH, "collapse_window": COLLAPSE_WINDOW, "onset_fraction": ONSET_FRACTION,
     "recovery_fraction": RECOVERY_FRACTION, "recovery_hold": RECOVERY_HOLD,
     "min_relative_drop": MIN_RELATIVE_DROP, "layer_fraction": LAYER_FRACTION,
-    "min_top_down_layers": MIN_TOP_DOWN_LAYERS, "transition_fraction": TRANSITION_FRACTION,
-    "min_lead_checkpoints": MIN_LEAD_CHECKPOINTS, "horizon_share": HORIZON_SHARE,
-    "plateau_level": PLATEAU_LEVEL, "acquisition_threshold": 0.5, "acquisition_patience": 3,
+    "min_top_down_layers": MIN_TOP_DOWN_LAYERS, "transition_baseline": TRANSITION_BASELINE,
+    "transition_sigmas": TRANSITION_SIGMAS, "transition_min_change": TRANSITION_MIN_CHANGE,
+    "transition_hold": TRANSITION_HOLD, "min_lead_checkpoints": MIN_LEAD_CHECKPOINTS,
+    "reading_start": READING_START, "plateau_level": PLATEAU_LEVEL, "acquisition_threshold": 0.5,
+    "acquisition_patience": 3,
 }
 
 
@@ -208,6 +226,24 @@ def rolling_median(values, window: int = 1) -> np.ndarray:
     for i in [*range(min(half, n)), *range(max(n - half, half), n)]:
         h = min(half, i, n - 1 - i)
         out[i] = np.median(x[i - h : i + h + 1])
+    return out
+
+
+def trailing_median(values, window: int = 1) -> np.ndarray:
+    """Causal rolling median: element ``i`` is the median of ``values[max(0, i - window + 1) : i + 1]``.
+
+    Unlike :func:`rolling_median` it reads no later checkpoint, so a run cut at any checkpoint has the
+    same smoothed values up to there as the full run. ``window`` odd, in checkpoints (1: a copy).
+    """
+    window = _check_smooth(window)
+    x = np.asarray(values, dtype=float)
+    if window == 1 or x.size < 2:
+        return x.copy()
+    out = np.empty_like(x)
+    for i in range(min(window - 1, x.size)):
+        out[i] = np.median(x[: i + 1])
+    if x.size >= window:
+        out[window - 1:] = np.median(np.lib.stride_tricks.sliding_window_view(x, window), axis=1)
     return out
 
 
@@ -514,9 +550,7 @@ def confirmed_events(steps, values, accuracy=None, *, chance: float = 0.0, thres
     chance, threshold, patience
         As in :func:`summarize_run` / :func:`acquisition_step`.
     **collapse_kwargs
-        Passed to :func:`collapse` (``smooth``, ``window``, ``hold``, ...);
-        ``horizon_share`` (default :data:`HORIZON_SHARE`) is taken out for
-        ``analysis_complete``.
+        Passed to :func:`collapse` (``smooth``, ``window``, ``hold``, ...).
 
     Returns
     -------
@@ -527,14 +561,14 @@ def confirmed_events(steps, values, accuracy=None, *, chance: float = 0.0, thres
         floor is certain), ``recovery_step, recovery_certain_step`` (None
         until the recovery is certain), ``acquisition_step`` (None until
         confirmed, or without ``accuracy``), ``analysis_complete``: True once
-        the acquisition is confirmed, the transition horizon
-        (:func:`horizon_step`) is reached, the floor is certain and, when the
-        series collapsed, so is its recovery -- a run may stop there without
-        changing what :func:`summarize_run` reports (always False without
+        the acquisition is confirmed, the floor is certain and, when the
+        series collapsed, so is its recovery -- every transition that could
+        lead acquisition is then decided (:func:`transition_step` is causal),
+        so a run may stop there without changing which measures
+        :func:`summarize_run` calls precursors (always False without
         ``accuracy``).
     """
     s, v = _check_series(steps, values)
-    horizon_share = collapse_kwargs.pop("horizon_share", HORIZON_SHARE)
     out = {"as_of_step": int(s[-1]) if s.size else None}
     keys = ("floor_step", "floor_value", "peak_step", "peak_value", "onset_step", "drop", "relative_drop",
             "collapsed", "floor_certain_step", "recovery_step", "recovery_certain_step")
@@ -552,8 +586,7 @@ def confirmed_events(steps, values, accuracy=None, *, chance: float = 0.0, thres
         acq = acquisition_step(s, chance_corrected(accuracy, chance), threshold, patience)
         out["acquisition_step"] = acq
         out["analysis_complete"] = bool(
-            acq is not None and s[-1] >= np.floor(acq * (1 + horizon_share))
-            and out["floor_certain_step"] is not None
+            acq is not None and out["floor_certain_step"] is not None
             and (not out["collapsed"] or out["recovery_certain_step"] is not None))
     return out
 
@@ -563,32 +596,36 @@ def confirmed_events(steps, values, accuracy=None, *, chance: float = 0.0, thres
 # ---------------------------------------------------------------------------
 
 
-def transition_step(steps, values, fraction: float = TRANSITION_FRACTION, smooth: int = SMOOTH, *,
-                    start: int | None = None, end: int | None = None) -> int | None:
-    """Step at which a series has made ``fraction`` of its largest excursion.
+def transition_step(steps, values, smooth: int = SMOOTH, *, start: int | None = None,
+                    baseline: int = TRANSITION_BASELINE, sigmas: float = TRANSITION_SIGMAS,
+                    min_change: float = TRANSITION_MIN_CHANGE, hold: int = TRANSITION_HOLD) -> int | None:
+    """Step at which a series leaves the course it was on where it was first read: computed from that
+    series alone, causally.
 
-    One rule, applied identically to every series (RankMe and its variants,
-    probe accuracy, gradient ranks, Hessian, LLC, and the behavioural
-    baselines test loss, train accuracy, first-token accuracy). The series is
-    first cut to the checkpoints with ``start <= step <= end`` (either bound
-    optional; nothing outside them is read), non-finite values are dropped and
-    the rolling median of length ``smooth`` is applied (see
-    :func:`rolling_median`). With ``x_0`` the first remaining value and::
+    One rule, applied identically to every series (RankMe and its variants, probe accuracy, the costly
+    measures, and the baselines test loss, train accuracy, first-token accuracy, parameter norm). It reads
+    the checkpoints with ``step >= start`` (all when ``start`` is None), drops non-finite values, and:
 
-        E = max_t |x_t - x_0|
+    1. *course*: the Theil-Sen line (median of pairwise slopes, median intercept) through the first
+       ``baseline`` raw values against their steps; *noise*: the robust standard deviation of the
+       baseline's residuals about it (1.4826 x their MAD);
+    2. *threshold* at step t: ``max(sigmas * noise * w(t), min_change * |baseline median|)``, where
+       ``w(t) = sqrt(1 + 1/b + (t - mean)^2 / Sxx)`` widens the band with the distance from the
+       baseline as an ordinary least-squares prediction interval does (the line's slope is uncertain);
+       a vanishing floor keeps a perfectly flat baseline from firing on round-off;
+    3. the series is smoothed by a trailing median of ``smooth`` checkpoints (:func:`trailing_median`:
+       no later checkpoint is read), and the transition is the first checkpoint after the baseline from
+       which it is off the extrapolated line by more than the threshold, on the same side, at ``hold``
+       consecutive checkpoints.
 
-    the largest excursion from it, the transition is the first checkpoint
-    with ``|x_t - x_0| >= fraction * E``. The rule is scale-free (unchanged
-    by ``a * x + b``, ``a != 0``) and direction-free (a rising and a falling
-    measure are treated alike). For a sigmoid-like change from one level to
-    another and ``fraction = 0.5`` it returns the midpoint.
-
-    Two readings use it (:func:`summarize_run`): from the first checkpoint
-    (``start=None``; for RankMe this is usually the early collapse, its
-    largest excursion) and from the run's collapse floor onward
-    (``start=floor_step``: does the series move again before behaviour does?).
-    ``end`` is the analysis horizon, so that a run stopped after acquisition
-    and the same run trained to its full budget give the same transition.
+    So a series that keeps its course -- flat, or a steady ramp -- has no transition, however far it
+    drifts; one that turns, jumps or bends away has one. Nothing outside the series enters: not the
+    acquisition step, not another measure, not where the run stopped. A checkpoint's verdict needs only
+    the ``hold - 1`` checkpoints after it, so a run stopped at any later checkpoint gives the same
+    transition as the full run (a run stopped earlier has none yet). Unchanged by ``a * x + b``
+    (``a != 0``) except through ``min_change``, relative to the level; direction-free. Measured on
+    150 checkpoints of white noise and of Student-t(3) noise it fires in under 1% of series
+    (``test_transition_false_alarms_on_noise``).
 
     Parameters
     ----------
@@ -596,47 +633,63 @@ def transition_step(steps, values, fraction: float = TRANSITION_FRACTION, smooth
         Training steps, strictly increasing.
     values : array of float, shape (n,)
         The measure at each checkpoint; NaN points are ignored.
-    fraction : float in (0, 1]
-        Fraction of the largest excursion that marks the transition.
     smooth : odd int
-        Rolling-median window, in checkpoints (1 = none).
-    start, end : int, optional, keyword-only
-        First and last step read (inclusive).
+        Trailing-median window, in checkpoints (1 = none).
+    start : int, optional, keyword-only
+        First step read (inclusive), e.g. :func:`reading_start`.
+    baseline, sigmas, min_change, hold : keyword-only
+        The protocol's constants (:data:`TRANSITION_BASELINE`, :data:`TRANSITION_SIGMAS`,
+        :data:`TRANSITION_MIN_CHANGE`, :data:`TRANSITION_HOLD`).
 
     Returns
     -------
     int or None
-        The training step, or None if ``E == 0`` (constant series) or there
-        are no finite values in the range.
+        The training step, or None when the series keeps its course (or has fewer than
+        ``baseline + hold`` finite values from ``start``).
     """
-    fraction = _check_fraction(fraction, "fraction", allow_zero=False)
+    smooth = _check_smooth(smooth)
+    baseline = _check_count(baseline, "baseline")
+    hold = _check_count(hold, "hold")
+    if baseline < 2:
+        raise ValueError(f"baseline must be at least 2 checkpoints (a line), got {baseline}")
+    if not (np.isfinite(sigmas) and sigmas > 0):
+        raise ValueError(f"sigmas must be a positive number, got {sigmas!r}")
+    if not (np.isfinite(min_change) and min_change >= 0):
+        raise ValueError(f"min_change must be >= 0, got {min_change!r}")
     s, v = _check_series(steps, values)
-    keep = np.ones(s.size, dtype=bool)
-    if start is not None:
-        keep &= s >= start
-    if end is not None:
-        keep &= s <= end
-    s, x = _finite_smoothed(s[keep], v[keep], smooth)
-    if x.size == 0:
+    keep = np.isfinite(v) if start is None else np.isfinite(v) & (s >= start)
+    x, raw = s[keep].astype(float), v[keep]
+    if raw.size < baseline + hold:
         return None
-    excursion = np.abs(x - x[0])
-    e_max = float(excursion.max())
-    if e_max == 0:
-        return None
-    return int(s[np.argmax(excursion >= fraction * e_max)])
+    bx, by = x[:baseline], raw[:baseline]
+    i, j = np.triu_indices(baseline, 1)
+    slope = float(np.median((by[j] - by[i]) / (bx[j] - bx[i])))
+    intercept = float(np.median(by - slope * bx))
+    residuals = by - (intercept + slope * bx)
+    noise = 1.4826 * float(np.median(np.abs(residuals - np.median(residuals))))
+    centre = bx.mean()
+    spread = float(((bx - centre) ** 2).sum())
+    widen = np.sqrt(1 + 1 / baseline + (x - centre) ** 2 / spread)
+    level = abs(float(np.median(by)))
+    threshold = np.maximum(sigmas * noise * widen, min_change * level) + 1e-12 * max(1.0, level)
+    deviation = trailing_median(raw, smooth) - (intercept + slope * x)
+    beyond = np.sign(deviation) * (np.abs(deviation) > threshold)
+    for t in range(baseline, raw.size - hold + 1):
+        side = beyond[t]
+        if side != 0 and np.all(beyond[t:t + hold] == side):
+            return int(s[keep][t])
+    return None
 
 
-def horizon_step(steps, acquisition: int | None, horizon_share: float = HORIZON_SHARE) -> int:
-    """Last step read by the transition rule: ``acquisition * (1 + horizon_share)`` (rounded down),
-    or the last checkpoint when the task was never acquired (or when the run ended earlier)."""
-    s = _check_steps(steps)
-    if s.size == 0:
-        raise ValueError("steps is empty")
-    if not (np.isfinite(horizon_share) and horizon_share >= 0):
-        raise ValueError(f"horizon_share must be >= 0, got {horizon_share!r}")
-    if acquisition is None:
-        return int(s[-1])
-    return int(min(s[-1], np.floor(acquisition * (1 + horizon_share))))
+def reading_start(collapse_event: "Collapse | None", window: int = READING_START) -> int | None:
+    """Where the informative reading starts: ``window`` (the end of the collapse window), or the
+    collapse's recovery step if that is later; None when the series collapsed and never recovered
+    (a transition there would be the collapse itself). Without a collapse event (no RankMe), ``window``."""
+    if collapse_event is None or not collapse_event.collapsed:
+        return int(window)
+    if collapse_event.recovery_step is None:
+        return None
+    return int(max(window, collapse_event.recovery_step))
 
 
 @dataclass(frozen=True)
@@ -671,21 +724,17 @@ def precursor(
     accuracy,
     threshold: float = 0.5,
     patience: int = 3,
-    fraction: float = TRANSITION_FRACTION,
     smooth: int = SMOOTH,
     *,
     min_lead: int = MIN_LEAD_CHECKPOINTS,
-    horizon_share: float | None = HORIZON_SHARE,
     start: int | None = None,
     measure_steps=None,
 ) -> Precursor:
-    """Compare a measure's transition with capability acquisition (the paper's reading).
+    """Compare a measure's transition with capability acquisition.
 
-    ``acquisition_step = acquisition_step(steps, accuracy, threshold,
-    patience)`` (accuracy is not smoothed: acquisition has its own patience
-    rule) and ``measure_step = transition_step(steps, measure, fraction,
-    smooth, start=start, end=horizon)`` with the horizon of
-    :func:`horizon_step` (``horizon_share=None``: the whole series).
+    ``acquisition_step = acquisition_step(steps, accuracy, threshold, patience)`` (accuracy is not
+    smoothed: acquisition has its own patience rule) and ``measure_step = transition_step(steps,
+    measure, smooth, start=start)``: the measure's transition is computed from the measure alone.
 
     Parameters
     ----------
@@ -695,14 +744,12 @@ def precursor(
         The measure and test accuracy at each checkpoint.
     threshold, patience
         Passed to :func:`acquisition_step`.
-    fraction, smooth
+    smooth
         Passed to :func:`transition_step`.
     min_lead : int, keyword-only
         Checkpoints by which the transition must precede acquisition.
-    horizon_share : float or None, keyword-only
-        See :func:`horizon_step`.
     start : int, optional, keyword-only
-        First step read by the transition rule (e.g. the collapse floor).
+        First step read by the transition rule (e.g. :func:`reading_start`).
     measure_steps : array of int, shape (m,), optional, keyword-only
         The measure's own checkpoints, when it was recorded on a subset of
         ``steps`` (the costly measures): ``measure`` then has shape (m,); its
@@ -722,8 +769,7 @@ def precursor(
     m_steps, _ = _check_series(s if measure_steps is None else measure_steps, measure, "measure")
     min_lead = _check_count(min_lead, "min_lead")
     a = acquisition_step(s, accuracy, threshold=threshold, patience=patience)
-    end = None if horizon_share is None else horizon_step(s, a, horizon_share)
-    m = transition_step(m_steps, measure, fraction=fraction, smooth=smooth, start=start, end=end)
+    m = transition_step(m_steps, measure, smooth=smooth, start=start)
     return _lead(s, m, a, min_lead)
 
 
@@ -1023,7 +1069,6 @@ PRECURSOR_MEASURES = tuple((m.name, "final" if m.per_layer else -1) for m in mea
 #: the behavioural baselines among them: they move with behaviour by construction
 BEHAVIOURAL_BASELINES = measures.BEHAVIOURAL_BASELINES
 #: the two readings of a transition: from the first checkpoint, and from the collapse floor onward
-READINGS = ("from_start", "after_floor")
 
 
 def chance_corrected(accuracy, chance: float):
@@ -1087,30 +1132,61 @@ def _top_down_dict(td: TopDown) -> dict:
             "min_step": td.min_step.tolist(), "floor": td.floor.tolist(), "excluded": td.excluded.tolist()}
 
 
+def _precursor_reading(metrics, steps, accuracy, present, start, threshold, patience, smooth, min_lead,
+                       reading: str) -> dict:
+    """Every series of :data:`PRECURSOR_MEASURES` in the table, read from ``start``: its transition, its
+    lead over acquisition and over the test loss's transition (see :func:`summarize_run`)."""
+    found = {}
+    for name, layer in PRECURSOR_MEASURES:
+        if name not in present:
+            continue
+        layer = final_layer(metrics, name) if layer == "final" else layer
+        m_steps, m_values = tidy_series(metrics, name, layer=layer)
+        # costly measures exist on a subset of checkpoints: their transition comes from their own
+        # series, acquisition from the full accuracy series, gaps counted on the full checkpoint grid
+        p = (precursor(steps, m_values, accuracy, threshold, patience, smooth, min_lead=min_lead, start=start,
+                       measure_steps=m_steps) if accuracy is not None else
+             _lead(steps, transition_step(m_steps, m_values, smooth=smooth, start=start), None, min_lead))
+        found[name] = (layer, p)
+    loss = found.get("test_loss")
+    loss_step = None if loss is None else loss[1].measure_step
+    out = {}
+    for name, (layer, p) in found.items():
+        t, leads = p.measure_step, None
+        if name != "test_loss" and t is not None and "test_loss" in found:
+            # a test loss with no transition in the record moves later than any transition in it
+            leads = True if loss_step is None else _lead(steps, t, loss_step, min_lead).is_precursor
+        out[name] = {**p.__dict__, "test_loss_step": loss_step, "leads_test_loss": leads,
+                     "informative": bool(p.is_precursor and leads), "reading": reading, "start": start,
+                     "layer": layer}
+    return out
+
+
 def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience: int = 3,
-                  fraction: float = TRANSITION_FRACTION, smooth: int = SMOOTH, chance: float = 0.0,
-                  measure: str = "rankme", *, window: int | None = COLLAPSE_WINDOW, hold: int = RECOVERY_HOLD,
-                  horizon_share: float = HORIZON_SHARE, min_lead: int = MIN_LEAD_CHECKPOINTS,
-                  plateau_level: float = PLATEAU_LEVEL) -> dict:
+                  smooth: int = SMOOTH, chance: float = 0.0, measure: str = "rankme", *,
+                  window: int | None = COLLAPSE_WINDOW, hold: int = RECOVERY_HOLD,
+                  min_lead: int = MIN_LEAD_CHECKPOINTS, plateau_level: float = PLATEAU_LEVEL) -> dict:
     """Every event of one run, under the analysis protocol, from its tidy metrics table.
 
     The defaults are the protocol (:data:`PROTOCOL`); the run may have stopped
-    before its step budget (nothing here reads the budget: the last checkpoint
-    is the last row of the table).
+    before its step budget (nothing here reads the budget or where the run
+    stopped: every transition is computed causally from its own series).
+    Rows whose value is not finite are dropped first and counted
+    (``nonfinite_rows``). A table without ``accuracy`` (a monitor without
+    labels, a checkpoints folder) gets everything that needs no behaviour:
+    acquisition and the leads over it are None, with a note.
 
     Parameters
     ----------
     metrics : DataFrame
-        One run's tidy table (``step, layer, measure, value``) with at least
-        ``accuracy``.
+        One run's tidy table (``step, layer, measure, value``).
     threshold, patience
         Acquisition: chance-corrected accuracy ``(acc - chance) / (1 - chance)
         > threshold`` at ``patience`` consecutive checkpoints
         (:func:`acquisition_step`). ``chance`` is the best constant answer's
         accuracy (:func:`geomcap.tasks.chance_accuracy`; 0 when unknown).
-    fraction, smooth, horizon_share, min_lead
-        The transition rule (:func:`transition_step`, :func:`horizon_step`)
-        and the paper's precursor reading (lead >= ``min_lead`` checkpoints).
+    smooth, min_lead
+        The smoothing of every rule and the lead (in checkpoints) a precursor needs.
     measure : str
         The per-layer geometric measure whose collapse and top-down statistic
         are reported (default the primary ``rankme``; a variant for the
@@ -1127,7 +1203,7 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
         (raw, last checkpoint), ``last_step``, ``checkpoints``, ``chance``,
         ``measure``, ``final_layer``, ``plateau_fraction`` (of the steps
         before acquisition, or of the whole run when never acquired),
-        ``horizon_step`` (last step the transitions read);
+        ``nonfinite_rows``, ``notes`` (what could not be computed, and why);
         ``collapse``: the :class:`Collapse` fields of the final layer's
         ``measure`` (None without the measure);
         ``order_collapse_recovery_acquisition``: collapsed and floor <
@@ -1135,48 +1211,68 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
         ``mean_energy``: the final layer's ``mean_energy_share`` at
         initialisation, at the floor and at the last checkpoint, and
         ``mean_energy_share_residual`` at the floor (None where not recorded);
-        ``precursors``: for every series of :data:`PRECURSOR_MEASURES` in the
-        table, ``<name>`` (transition read from the first checkpoint) and,
-        when the run collapsed, ``<name>_after_floor`` (read from the collapse
-        floor onward), each a dict with ``measure_step``, ``acquisition_step``,
-        ``gap_steps``, ``gap_checkpoints``, ``gap_share`` (gap / acquisition
-        step), ``is_precursor`` (the paper's reading: gap_checkpoints >=
-        ``min_lead``), ``test_loss_step`` (the test loss's transition, same
-        reading), ``leads_test_loss`` (the transition precedes the test
-        loss's by >= ``min_lead`` checkpoints; None when either is undefined
-        or for the test loss itself), ``reading`` and ``layer``;
+        ``reading_start``: where the informative reading starts (:func:`reading_start`);
+        ``precursors`` (the informative reading (b), from ``reading_start``) and
+        ``paper_precursors`` (the paper's reading (a), from the first checkpoint):
+        for every series of :data:`PRECURSOR_MEASURES` in the table, a dict with
+        ``measure_step`` (its transition, :func:`transition_step`), ``acquisition_step``,
+        ``gap_steps``, ``gap_checkpoints``, ``gap_share`` (gap / acquisition step),
+        ``is_precursor`` (gap_checkpoints >= ``min_lead``), ``test_loss_step`` (the test
+        loss's transition, same reading), ``leads_test_loss`` (the transition precedes the test
+        loss's by >= ``min_lead`` checkpoints, or the test loss has none; None when the series has
+        no transition, or for the test loss itself), ``informative`` (is_precursor and
+        leads_test_loss), ``reading``, ``start`` and ``layer``;
         ``top_down``: :func:`top_down` on the pre-LayerNorm residual streams
         (layers ``0..L-1`` of ``measure`` and, at ``L``, ``<measure>_residual``
         when recorded; else the post-LayerNorm output, said in ``basis``),
         with the post-LayerNorm reading beside it under ``post_ln``;
-        ``protocol``: the parameters used (``threshold``, ``patience``,
-        ``fraction``, ``smooth``, ``window``, ``hold``, ``horizon_share``,
-        ``min_lead``, ``plateau_level``), which :func:`format_summary` states.
+        ``protocol``: the parameters used, which :func:`format_summary` states.
     """
     _check_tidy(metrics)
-    steps, raw_accuracy = tidy_series(metrics, "accuracy")
-    accuracy = chance_corrected(raw_accuracy, chance)
-    acq = acquisition_step(steps, accuracy, threshold=threshold, patience=patience)
+    finite = np.isfinite(np.asarray(metrics["value"], dtype=float))
+    nonfinite = int((~finite).sum())
+    notes = []
+    if nonfinite:
+        by_measure = metrics.loc[~finite, "measure"].value_counts()
+        notes.append(f"{nonfinite} row(s) with a non-finite value dropped ("
+                     + ", ".join(f"{name} {count}" for name, count in by_measure.items()) + ")")
+        metrics = metrics[finite]
     present = set(metrics["measure"].unique())
+    steps = np.unique(np.asarray(metrics["step"], dtype=np.int64))
+    accuracy = raw_accuracy = None
+    if "accuracy" in present:
+        steps, raw_accuracy = tidy_series(metrics, "accuracy")
+        accuracy = chance_corrected(raw_accuracy, chance)
+    else:
+        notes.append("no accuracy recorded: acquisition and the leads over it are undefined")
+    acq = None if accuracy is None else acquisition_step(steps, accuracy, threshold=threshold, patience=patience)
     last = final_layer(metrics, measure)
-    horizon = horizon_step(steps, acq, horizon_share)
-    summary = {"acquisition_step": acq, "final_accuracy": float(raw_accuracy[-1]), "last_step": int(steps[-1]),
-               "checkpoints": int(steps.size), "chance": chance, "measure": measure, "final_layer": last,
-               "plateau_fraction": plateau_fraction(steps, accuracy, until=acq, level=plateau_level),
-               "horizon_step": horizon, "collapse": None, "order_collapse_recovery_acquisition": None,
-               "mean_energy": None, "precursors": {}, "top_down": None,
-               "protocol": {"threshold": threshold, "patience": patience, "fraction": fraction, "smooth": smooth,
-                            "window": window, "hold": hold, "horizon_share": horizon_share, "min_lead": min_lead,
-                            "plateau_level": plateau_level}}
+    summary = {"acquisition_step": acq,
+               "final_accuracy": None if raw_accuracy is None else float(raw_accuracy[-1]),
+               "last_step": int(steps[-1]) if steps.size else None, "checkpoints": int(steps.size),
+               "chance": chance, "measure": measure, "final_layer": last,
+               "plateau_fraction": None if accuracy is None else plateau_fraction(steps, accuracy, until=acq,
+                                                                                  level=plateau_level),
+               "nonfinite_rows": nonfinite, "notes": notes, "collapse": None,
+               "order_collapse_recovery_acquisition": None, "mean_energy": None, "reading_start": None,
+               "precursors": {}, "paper_precursors": {}, "top_down": None,
+               "protocol": {"threshold": threshold, "patience": patience, "smooth": smooth, "window": window,
+                            "hold": hold, "min_lead": min_lead, "plateau_level": plateau_level,
+                            "transition_baseline": TRANSITION_BASELINE, "transition_sigmas": TRANSITION_SIGMAS,
+                            "transition_min_change": TRANSITION_MIN_CHANGE, "transition_hold": TRANSITION_HOLD,
+                            "reading_start": READING_START}}
 
     c = None
     if last is not None:
         r_steps, r_values = tidy_series(metrics, measure, layer=last)
-        c = collapse(r_steps, r_values, smooth=smooth, window=window, hold=hold)
-        summary["collapse"] = c.__dict__.copy()
-        if acq is not None:
-            summary["order_collapse_recovery_acquisition"] = bool(
-                c.collapsed and c.recovery_step is not None and c.floor_step < c.recovery_step <= acq)
+        if np.isfinite(r_values).sum() >= 2:
+            c = collapse(r_steps, r_values, smooth=smooth, window=window, hold=hold)
+            summary["collapse"] = c.__dict__.copy()
+            if acq is not None:
+                summary["order_collapse_recovery_acquisition"] = bool(
+                    c.collapsed and c.recovery_step is not None and c.floor_step < c.recovery_step <= acq)
+        else:
+            notes.append(f"{measure} has fewer than 2 checkpoints: no collapse")
     if "mean_energy_share" in present:
         share_steps, share = tidy_series(metrics, "mean_energy_share", layer=final_layer(metrics, "mean_energy_share"))
         floor_step = None if c is None else c.floor_step
@@ -1185,32 +1281,18 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
             "at_floor": _value_at(metrics, "mean_energy_share", floor_step, "final"),
             "residual_at_floor": _value_at(metrics, "mean_energy_share_residual", floor_step, "final")}
 
-    starts = {"from_start": None}
-    if c is not None and c.collapsed:
-        starts["after_floor"] = c.floor_step
-    for reading, start in starts.items():
-        leads_acquisition = {}
-        for name, layer in PRECURSOR_MEASURES:
-            if name not in present:
-                continue
-            layer = final_layer(metrics, name) if layer == "final" else layer
-            m_steps, m_values = tidy_series(metrics, name, layer=layer)
-            # costly measures exist on a subset of checkpoints: their transition comes from their own
-            # series, acquisition from the full accuracy series, gaps counted on the full checkpoint grid
-            leads_acquisition[name] = (layer, precursor(
-                steps, m_values, accuracy, threshold, patience, fraction, smooth, min_lead=min_lead,
-                horizon_share=horizon_share, start=start, measure_steps=m_steps))
-        loss = leads_acquisition.get("test_loss")
-        loss_step = None if loss is None else loss[1].measure_step
-        for name, (layer, p) in leads_acquisition.items():
-            t, leads = p.measure_step, None
-            if name != "test_loss" and t is not None and loss_step is not None:
-                leads = _lead(steps, t, loss_step, min_lead).is_precursor
-            key = name if reading == "from_start" else f"{name}_after_floor"
-            summary["precursors"][key] = {**p.__dict__, "test_loss_step": loss_step, "leads_test_loss": leads,
-                                          "reading": reading, "layer": layer}
+    start = reading_start(c, window if window is not None else READING_START)
+    summary["reading_start"] = start
+    common = (metrics, steps, accuracy, present)
+    summary["paper_precursors"] = _precursor_reading(*common, None, threshold, patience, smooth, min_lead,
+                                                     "from_start")
+    if start is not None:
+        summary["precursors"] = _precursor_reading(*common, start, threshold, patience, smooth, min_lead,
+                                                   "after_collapse")
+    else:
+        notes.append("the collapse never recovered: no informative reading")
 
-    if last is not None:
+    if last is not None and c is not None:
         layers, l_steps, values = layer_matrix(metrics, measure)
         residual = f"{measure}_residual"
         td_post = top_down(l_steps, values, layers=layers, smooth=smooth, window=window)
@@ -1242,13 +1324,18 @@ def format_summary(summary: dict) -> str:
     """Human-readable lines for :func:`summarize_run`'s dict, stating the protocol's parameters it used
     (its ``protocol``; the defaults, :data:`PROTOCOL`, for a dict without one)."""
     used = {"threshold": PROTOCOL["acquisition_threshold"], "patience": PROTOCOL["acquisition_patience"],
-            "fraction": TRANSITION_FRACTION, "min_lead": MIN_LEAD_CHECKPOINTS, **summary.get("protocol", {})}
+            "min_lead": MIN_LEAD_CHECKPOINTS, **summary.get("protocol", {})}
     chance = f" (best constant answer {summary['chance']:.3f})" if summary.get("chance") else ""
-    acquired = (f"acquired at step {summary['acquisition_step']}" if summary["acquisition_step"] is not None
-                else f"never acquired (chance-corrected > {used['threshold']:g} for {used['patience']} checkpoints)")
-    lines = [f"accuracy   final {summary['final_accuracy']:.3f}{chance}; {acquired}; last step "
-             f"{summary.get('last_step')}; at chance over {_fmt(summary.get('plateau_fraction'))} of the steps "
-             f"{'before acquisition' if summary['acquisition_step'] is not None else 'of the run'}"]
+    lines = []
+    if summary.get("final_accuracy") is not None:
+        acquired = (f"acquired at step {summary['acquisition_step']}" if summary["acquisition_step"] is not None
+                    else f"never acquired (chance-corrected > {used['threshold']:g} for {used['patience']} "
+                         "checkpoints)")
+        lines.append(f"accuracy   final {summary['final_accuracy']:.3f}{chance}; {acquired}; last step "
+                     f"{summary.get('last_step')}; at chance over {_fmt(summary.get('plateau_fraction'))} of the "
+                     f"steps {'before acquisition' if summary['acquisition_step'] is not None else 'of the run'}")
+    for note in summary.get("notes", []):
+        lines.append(f"note       {note}")
     c = summary["collapse"]
     if c is not None:
         lines.append(f"{summary.get('measure', 'rankme'):<10} layer {summary['final_layer']} (final): initial {c['initial_value']:.2f}, "
@@ -1262,14 +1349,18 @@ def format_summary(summary: dict) -> str:
     if energy:
         lines.append(f"mean share of energy (final layer): initial {_fmt(energy['initial'])}, at the floor "
                      f"{_fmt(energy['at_floor'])}, last {_fmt(energy['last'])}")
-    if summary["precursors"]:
-        lines.append(f"precursors (transition = {used['fraction']:g} of the largest excursion, read up to step "
-                     f"{summary.get('horizon_step')}; precursor = leads acquisition by >= {used['min_lead']} "
-                     "checkpoints)")
-        for measure, p in summary["precursors"].items():
+    for key, title in (("precursors", f"informative reading (b), from step {summary.get('reading_start')}, "
+                                      "where the collapse is over"),
+                       ("paper_precursors", "the paper's reading (a), from the first checkpoint")):
+        if not summary.get(key):
+            continue
+        lines.append(f"{title}: transition = leaves the course of its first "
+                     f"{used.get('transition_baseline', TRANSITION_BASELINE)} checkpoints; precursor = leads "
+                     f"acquisition by >= {used['min_lead']} checkpoints")
+        for measure, p in summary[key].items():
             gap = (f"gap {p['gap_steps']} steps, {p['gap_checkpoints']} checkpoints, "
                    f"{_fmt(p.get('gap_share'))} of acquisition" if p["gap_steps"] is not None else "gap undefined")
-            lines.append(f"  {measure:<36} transition at {p['measure_step']}, {gap}, "
+            lines.append(f"  {measure:<28} transition at {p['measure_step']}, {gap}, "
                          f"precursor: {p['is_precursor']}, leads test loss: {p.get('leads_test_loss')}")
     td = summary["top_down"]
     if td is not None:

@@ -4,14 +4,15 @@
     runs = results.load_runs()                            # the committed runs, one row per complete run
     table = results.summary_table(runs)                   # events of every run (acquisition, floor, ...)
     metrics = results.load_metrics(runs, measures=["accuracy", "rankme"])   # tidy, with run columns
-    events = results.events_table(runs)                   # one row per event per run
-    results.verdict_table(results.task_claims_from_store())    # claim | paper | ours | verdict | rule
+    results.verdict_table(results.task_claims_from_store())    # claim | paper | ours | control | verdict | rule
 
 The analysis protocol's rules across runs live here: difficulty from behaviour
 (:func:`difficulty_class`), both readings of "precursor" (:func:`precursor_table`,
-:func:`timing_prediction`), C4's baselines (:func:`probe_table`), and one verdict
-per claim (``claim_c1`` .. ``claim_c8``), each with the rule that chose it. The
-paper's figures come from :mod:`geomcap.paper`.
+:func:`timing_prediction`), intervals over settings (:func:`setting_bootstrap`),
+C4's baselines and control task (:func:`probe_table`, :func:`selectivity_table`),
+the negative controls (:func:`load_arms`), and one verdict per claim
+(``claim_c1`` .. ``claim_c8``), each with the rule that chose it. The paper's
+figures come from :mod:`geomcap.paper`.
 """
 
 from __future__ import annotations
@@ -190,11 +191,11 @@ def costly_resolution_text(summary: pd.DataFrame, runs: pd.DataFrame, measures, 
                            dense_steps: int) -> str:
     """What the costly measures' recording resolution lets one tell, and what the windowed runs say.
 
-    ``summary``: :func:`summary_table` rows (``run``, ``{m}_after_floor_transition_step``,
-    ``{m}_after_floor_gap_checkpoints``, ``test_loss_gap_checkpoints``); ``runs``: :func:`load_runs`
+    ``summary``: :func:`summary_table` rows (``run``, ``{m}_transition_step``,
+    ``{m}_gap_checkpoints``, ``test_loss_gap_checkpoints``: the informative reading); ``runs``: :func:`load_runs`
     rows (``run``, ``costly_window``). A run with a ``costly_window`` records the costly measures at
     every checkpoint of that step range, so a transition read inside it is resolved to one checkpoint.
-    For each measure the sentence gives, over the windowed runs (read from the collapse floor onward),
+    For each measure the sentence gives, over the windowed runs (read where the collapse is over),
     how many transitions fall inside the window, and the leads over acquisition and over the test
     loss's transition, in checkpoints (positive = the measure comes first).
     """
@@ -208,13 +209,13 @@ def costly_resolution_text(summary: pd.DataFrame, runs: pd.DataFrame, measures, 
     spans = [f"{first}-{last}" for first, last in sorted({(int(windows[r][0]), int(windows[r][1])) for r in windowed})]
     parts = []
     for m in measures:
-        if f"{m}_after_floor_transition_step" not in rows:
+        if f"{m}_transition_step" not in rows:
             continue
-        step = pd.to_numeric(rows[f"{m}_after_floor_transition_step"], errors="coerce")
+        step = pd.to_numeric(rows[f"{m}_transition_step"], errors="coerce")
         if step.isna().all():
             continue
         inside = sum(windows[r][0] <= step[r] <= windows[r][1] for r in windowed if pd.notna(step[r]))
-        lead = pd.to_numeric(rows[f"{m}_after_floor_gap_checkpoints"], errors="coerce")
+        lead = pd.to_numeric(rows[f"{m}_gap_checkpoints"], errors="coerce")
         over_loss = lead - pd.to_numeric(rows["test_loss_gap_checkpoints"], errors="coerce")
         listed = lambda x: ", ".join(f"{v:.0f}" for v in x.dropna()) + f" (median {x.median():.0f})"  # noqa: E731
         parts.append(f"{m}'s transition falls inside the window in {inside} of {int(step.notna().sum())} and leads "
@@ -224,7 +225,7 @@ def costly_resolution_text(summary: pd.DataFrame, runs: pd.DataFrame, measures, 
                 "record them at every checkpoint of a window around acquisition, but none records these measures.")
     return (f"A measure can lead only at the resolution it was recorded: {coarse}, except inside a window around "
             f"acquisition, where {len(windowed)} run(s) record them at every checkpoint (`costly_window`, steps "
-            f"{', '.join(spans)}). On those runs, read from the collapse floor onward (positive = the measure comes "
+            f"{', '.join(spans)}). On those runs, read where the collapse is over (positive = the measure comes "
             "first): " + "; ".join(parts) + ".")
 
 
@@ -233,16 +234,18 @@ def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
 
     The ``rankme_*`` and ``top_down_*`` columns describe the collapse of the
     measure selected with ``measure=`` (default: the primary ``rankme``).
-    Per series ``<m>`` of :data:`geomcap.events.PRECURSOR_MEASURES` present
-    (and ``<m>_after_floor``, read from the collapse floor onward):
-    ``<m>_transition_step``, ``<m>_gap_steps``, ``<m>_gap_checkpoints``,
-    ``<m>_gap_share``, ``<m>_is_precursor`` (the paper's reading) and
-    ``<m>_leads_test_loss`` (the informative one).
+    ``reading_start``: where the informative reading starts. Per series ``<m>`` of
+    :data:`geomcap.events.PRECURSOR_MEASURES` present, the informative reading (b):
+    ``<m>_transition_step``, ``<m>_gap_steps``, ``<m>_gap_checkpoints``, ``<m>_gap_share``,
+    ``<m>_is_precursor`` (leads acquisition), ``<m>_leads_test_loss`` and ``<m>_informative``
+    (both); and the paper's reading (a), from the first checkpoint, as ``paper_<m>_transition_step``,
+    ``paper_<m>_gap_checkpoints``, ``paper_<m>_gap_share``, ``paper_<m>_is_precursor``,
+    ``paper_<m>_leads_test_loss``.
     """
     s = events.summarize_run(metrics, **kwargs)
     row = {"acquisition_step": s["acquisition_step"], "final_accuracy": s["final_accuracy"],
            "last_step": s["last_step"], "checkpoints": s["checkpoints"], "final_layer": s["final_layer"],
-           "plateau_fraction": s["plateau_fraction"], "horizon_step": s["horizon_step"],
+           "plateau_fraction": s["plateau_fraction"], "reading_start": s["reading_start"],
            "ordered_collapse_recovery_acquisition": s["order_collapse_recovery_acquisition"]}
     c = s["collapse"] or {}
     for key in ("initial_value", "peak_value", "peak_step", "onset_step", "floor_value", "floor_step",
@@ -251,13 +254,21 @@ def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
     energy = s["mean_energy"] or {}
     for key in ("initial", "at_floor", "last", "residual_at_floor"):
         row[f"mean_energy_share_{key}"] = energy.get(key)
-    for measure, p in s["precursors"].items():
-        row[f"{measure}_transition_step"] = p["measure_step"]
-        row[f"{measure}_gap_steps"] = p["gap_steps"]
-        row[f"{measure}_gap_checkpoints"] = p["gap_checkpoints"]
-        row[f"{measure}_gap_share"] = p["gap_share"]
-        row[f"{measure}_is_precursor"] = p["is_precursor"]
-        row[f"{measure}_leads_test_loss"] = p["leads_test_loss"]
+    for prefix, reading in (("", "precursors"), ("paper_", "paper_precursors")):
+        # every series the run recorded gets its columns, empty where the reading is undefined (a collapse
+        # that never recovered has no informative reading)
+        for measure in s["paper_precursors"]:
+            p = s[reading].get(measure) or dict.fromkeys(("measure_step", "gap_steps", "gap_checkpoints",
+                                                           "gap_share", "is_precursor", "leads_test_loss",
+                                                           "informative"))
+            row[f"{prefix}{measure}_transition_step"] = p["measure_step"]
+            row[f"{prefix}{measure}_gap_checkpoints"] = p["gap_checkpoints"]
+            row[f"{prefix}{measure}_gap_share"] = p["gap_share"]
+            row[f"{prefix}{measure}_is_precursor"] = p["is_precursor"]
+            row[f"{prefix}{measure}_leads_test_loss"] = p["leads_test_loss"]
+            if not prefix:
+                row[f"{measure}_gap_steps"] = p["gap_steps"]
+                row[f"{measure}_informative"] = p["informative"]
     td = s["top_down"] or {}
     row["top_down_rho_step"] = td.get("rho_step")
     row["top_down_rho_floor"] = td.get("rho_floor")
@@ -265,6 +276,8 @@ def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
     row["top_down_layers"] = len(td.get("layers", []))
     row["top_down_residual"] = td.get("residual_measure") is not None if td else None
     row["top_down_rho_step_post_ln"] = (td.get("post_ln") or {}).get("rho_step")
+    steps = np.asarray(td.get("collapse_step", []), dtype=float)
+    row["top_down_half_drop_median"] = float(np.median(steps)) if steps.size else None
     return row
 
 
@@ -360,8 +373,8 @@ def _run_summary(run, kwargs: dict, cache: Path | None) -> dict:
                 return pickle.loads(key.read_bytes())
             except Exception:  # a truncated or foreign file: recompute and overwrite it
                 pass
-    chance = run_chance(run._asdict())
     status = store.read_status(path) or {}
+    chance = status["chance_accuracy"] if "chance_accuracy" in status else run_chance(run._asdict())
     row = {**{k: getattr(run, k) for k in (*RUN_KEYS, "steps", "run")}, "chance": chance,
            "stopped_at": status.get("stopped_at"),
            **summary_row(store.read_metrics(path), chance=chance, **kwargs)}
@@ -832,11 +845,13 @@ def probe_by_task(probes: pd.DataFrame) -> pd.DataFrame:
 #: the five measures of the paper's precursor comparison (claim C5), in its order: RankMe, then the costly
 #: measures (the series compared within one run are :data:`geomcap.events.PRECURSOR_MEASURES`)
 C5_MEASURES = ("rankme", *measures.COSTLY_MEASURES)
-#: RankMe's transition measured from its collapse floor onward
-#: (:func:`geomcap.events.summarize_run`): does RankMe move again before behaviour does?
-RANKME_AFTER_FLOOR = "rankme_after_floor"
-#: the behavioural baselines every precursor is compared with
+#: the baselines every precursor is compared with (behaviour, and the parameter norm)
 BASELINES = events.BEHAVIOURAL_BASELINES
+#: the two readings of "precursor" (:func:`geomcap.events.summarize_run`): the informative one (b), read
+#: where the collapse is over, and the paper's (a), read from the first checkpoint (column prefix "paper_")
+READINGS = {"informative": "", "paper": "paper_"}
+#: what a setting is: intervals resample these (seeds within them), never runs as if independent
+SETTING_KEYS = ("task", "level", "size")
 
 #: difficulty from behaviour alone (:func:`difficulty_class`): hard = acquired after this step ...
 HARD_MIN_STEP = 500
@@ -934,26 +949,51 @@ def grid_goals(levels: pd.DataFrame, size: str) -> dict:
             "hard_tasks": tasks, "met": met}
 
 
-def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a rate k/n (NaN, NaN when n == 0)."""
-    from scipy import stats
+def setting_bootstrap(table: pd.DataFrame, statistic, n_boot: int = 2000, seed: int = 0, level: float = 0.95,
+                      keys=SETTING_KEYS) -> tuple[float, float]:
+    """Percentile interval of ``statistic(table)`` over two-stage resamples: the settings (rows sharing
+    ``keys``: task x level x size) drawn with replacement, then within each drawn setting its rows (seeds)
+    drawn with replacement. Seeds of one setting are not independent draws of a claim, so the interval
+    is over settings first. Resamples whose statistic is not finite are dropped; (NaN, NaN) when none is
+    left or the table is empty.
 
-    if n == 0:
+    ``statistic``: a function of a DataFrame with ``table``'s columns, returning a float.
+    """
+    if table.empty:
         return float("nan"), float("nan")
-    z = stats.norm.ppf(0.5 + level / 2)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+    groups = list(table.groupby(list(keys), sort=True).indices.values())
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_boot):
+        drawn = (groups[k] for k in rng.integers(0, len(groups), len(groups)))
+        rows = np.concatenate([g[rng.integers(0, g.size, g.size)] for g in drawn])
+        value = statistic(table.iloc[rows])
+        if np.isfinite(value):
+            values.append(value)
+    if not values:
+        return float("nan"), float("nan")
+    return tuple(float(np.quantile(values, q)) for q in ((1 - level) / 2, (1 + level) / 2))
 
 
-def rate_text(k: int, n: int) -> str:
-    """A count as the book's prose quotes it: ``"k/n (95% CI low-high)"`` (Wilson interval,
-    :func:`wilson_interval`), or ``"none of 0 runs"`` when there is nothing to count."""
-    if not n:
+def rate_interval(table: pd.DataFrame, column: str, n_boot: int = 2000, seed: int = 0) -> dict:
+    """A rate over the rows of ``table`` where the boolean ``column`` is defined: ``k``, ``n``, ``rate``,
+    its :func:`setting_bootstrap` interval ``low``, ``high``, and ``settings`` (how many task x level x
+    size settings the rows span)."""
+    rows = table[table[column].notna()] if column in table else table.iloc[:0]
+    n = len(rows)
+    k = int(rows[column].astype(bool).sum()) if n else 0
+    low, high = setting_bootstrap(rows, lambda t: float(t[column].astype(bool).mean()), n_boot, seed)
+    settings = len(rows.groupby(list(SETTING_KEYS))) if n else 0
+    return {"k": k, "n": n, "rate": k / n if n else float("nan"), "low": low, "high": high, "settings": settings}
+
+
+def rate_text(r: dict) -> str:
+    """A :func:`rate_interval` as the book's prose quotes it: ``"k/n (95% CI low-high over s settings)"``,
+    or ``"none of 0 runs"`` when there is nothing to count."""
+    if not r["n"]:
         return "none of 0 runs"
-    low, high = wilson_interval(int(k), int(n))
-    return f"{int(k)}/{int(n)} (95% CI {low:.2f}-{high:.2f})"
+    ci = f"95% CI {r['low']:.2f}-{r['high']:.2f}" if np.isfinite(r["low"]) else "no interval"
+    return f"{r['k']}/{r['n']} ({ci} over {r['settings']} settings)"
 
 
 def timing_text(timing: dict) -> str:
@@ -961,43 +1001,55 @@ def timing_text(timing: dict) -> str:
     or why it is undefined."""
     if not np.isfinite(timing["rho"]):
         return (f"undefined ({timing['runs']} runs with a defined transition: at least 3 that differ are needed)")
-    return f"{timing['rho']:.2f} (95% CI {timing['ci_low']:.2f} to {timing['ci_high']:.2f}, {timing['runs']} runs)"
+    ci = (f"95% CI {timing['ci_low']:.2f} to {timing['ci_high']:.2f}" if np.isfinite(timing["ci_low"])
+          else "no interval")
+    return f"{timing['rho']:.2f} ({ci}, {timing['runs']} runs in {timing['settings']} settings)"
 
 
-def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_MEASURES) -> pd.DataFrame:
-    """Per measure and group, both readings of "precursor" over the acquired runs where the measure
-    was recorded.
+def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_MEASURES,
+                    reading: str = "informative") -> pd.DataFrame:
+    """Per measure and group, one reading of "precursor" over the acquired runs where the measure's
+    reading is defined (``reading``: "informative", the protocol's (b), or "paper", (a); see
+    :data:`READINGS`).
 
-    Columns: ``runs``; ``precursor`` (the paper's reading: the transition leads acquisition by >= 2
-    checkpoints), ``rate`` and its 95% Wilson interval ``rate_low``, ``rate_high``; ``leads_test_loss``
-    (also leads the test loss's transition; the informative reading, counted among runs where it is
-    defined: ``leads_defined``) and ``leads_rate``; the median lead in checkpoints
-    (``median_gap_checkpoints``), as a share of the acquisition step (``median_gap_share``) and in
-    steps (``median_gap_steps``). ``by``: "difficulty" (:func:`difficulty_class`), "level" or any
-    column.
+    Columns: ``runs``; ``precursor`` (the transition leads acquisition by >= 2 checkpoints), ``rate``
+    and its setting-bootstrap interval ``rate_low``, ``rate_high``; ``leads_test_loss`` (also leads the
+    test loss's transition, counted among runs where it is defined: ``leads_defined``), ``leads_rate``;
+    ``informative`` (leads both) and ``informative_rate`` with its interval; the median lead in
+    checkpoints (``median_gap_checkpoints``) and as a share of the acquisition step
+    (``median_gap_share``); ``settings``. ``by``: "difficulty" (:func:`difficulty_class`), "level" or
+    any column.
     """
+    if reading not in READINGS:
+        raise ValueError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
+    prefix = READINGS[reading]
     groups = difficulty_class(summary) if by == "difficulty" else summary[by]
     rows = []
     # easy -> hard (the classes' order, or the levels'), others by name; "easy" and "hard" name both
     order = {name: i for i, name in enumerate(DIFFICULTY_CLASSES if by == "difficulty" else LEVELS)}
     ordered_groups = sorted(groups.dropna().unique(), key=lambda g: (order.get(g, len(order)), g))
     for measure in measures:
-        column = f"{measure}_is_precursor"
+        column = f"{prefix}{measure}_is_precursor"
         if column not in summary:
             continue
         for group in ordered_groups:
             sel = summary[(groups == group) & summary["acquisition_step"].notna() & summary[column].notna()]
-            n_pre = int(sel[column].astype(bool).sum())
-            leads = sel.get(f"{measure}_leads_test_loss", pd.Series(dtype=object)).dropna()
-            low, high = wilson_interval(n_pre, len(sel))
+            sel = sel.assign(_informative=sel[column].astype(bool)
+                             & sel.get(f"{prefix}{measure}_leads_test_loss", pd.Series(False, index=sel.index))
+                             .fillna(False).astype(bool))
+            lead = rate_interval(sel, column)
+            informative = rate_interval(sel, "_informative")
+            leads = sel.get(f"{prefix}{measure}_leads_test_loss", pd.Series(dtype=object)).dropna()
             median = lambda col: pd.to_numeric(sel.get(col, pd.Series(dtype=float)), errors="coerce").median()  # noqa: E731
-            rows.append({"measure": measure, by: group, "runs": len(sel), "precursor": n_pre,
-                         "rate": n_pre / len(sel) if len(sel) else np.nan, "rate_low": low, "rate_high": high,
+            rows.append({"measure": measure, by: group, "runs": len(sel), "precursor": lead["k"],
+                         "rate": lead["rate"], "rate_low": lead["low"], "rate_high": lead["high"],
                          "leads_defined": len(leads), "leads_test_loss": int(leads.astype(bool).sum()),
                          "leads_rate": float(leads.astype(bool).mean()) if len(leads) else np.nan,
-                         "median_gap_checkpoints": median(f"{measure}_gap_checkpoints"),
-                         "median_gap_share": median(f"{measure}_gap_share"),
-                         "median_gap_steps": median(f"{measure}_gap_steps")})
+                         "informative": informative["k"], "informative_rate": informative["rate"],
+                         "informative_low": informative["low"], "informative_high": informative["high"],
+                         "settings": lead["settings"],
+                         "median_gap_checkpoints": median(f"{prefix}{measure}_gap_checkpoints"),
+                         "median_gap_share": median(f"{prefix}{measure}_gap_share")})
     return pd.DataFrame(rows)
 
 
@@ -1020,89 +1072,41 @@ def _share(count: tuple[int, int]) -> float:
     return count[0] / count[1] if count[1] else np.nan
 
 
-def baseline_comparison_text(by_class: pd.DataFrame, timing_after: dict | None = None,
-                             timing_train: dict | None = None, measure: str = "rankme") -> str:
-    """What the two readings of C5 say of ``measure`` against behaviour, in words chosen by the numbers.
-
-    Reading (a): does ``measure`` lead acquisition on the hard runs of ``by_class`` (a
-    :func:`precursor_table` by difficulty) more often than the test loss does? Reading (b)'s timing:
-    does its transition read from the floor onward (``timing_after``, a :func:`timing_prediction`)
-    predict acquisition better than the train accuracy's (``timing_train``)?"""
-    k_m, n_m = group_count(by_class, measure, "hard")
-    k_l, n_l = group_count(by_class, "test_loss", "hard")
-    if not n_m:
-        return "With no acquired hard run in this selection, neither reading can be read."
-    text = ("Reading (a) does not separate RankMe from behaviour: the test loss leads acquisition at least as often."
-            if n_l and k_l / n_l >= k_m / n_m else
-            "Reading (a) separates RankMe from the test loss: RankMe leads acquisition more often.")
-    if timing_after and timing_train and np.isfinite(timing_after["rho"]) and np.isfinite(timing_train["rho"]):
-        text += (" The train accuracy's timing predicts acquisition at least as well as RankMe's from its floor "
-                 "onward, so RankMe's timing adds no prediction that behaviour does not already give."
-                 if timing_train["rho"] >= timing_after["rho"] else
-                 " RankMe's timing from its floor onward predicts acquisition better than the train accuracy's.")
-    return text
-
-
-def difficulty_contrast_text(by_class: pd.DataFrame, measure: str = "rankme") -> str:
-    """C6 in words: the hard runs' precursor rate minus the easy runs' for ``measure`` and for the test
-    loss (reading (a)), whether easy runs show the precursor (a rate above ``RATE_LOW``, the C5 and C6 rules' low rate), and
-    reading (b)'s rates. ``by_class``: a :func:`precursor_table` by difficulty."""
-    easy, hard = group_count(by_class, measure, "easy"), group_count(by_class, measure, "hard")
-    if min(easy[1], hard[1]) < MIN_RUNS:
-        return (f"With {easy[1]} easy and {hard[1]} hard acquired runs in this selection (at least {MIN_RUNS} "
-                "of each are needed), the contrast cannot be read yet.")
-    measure_gap = _share(hard) - _share(easy)
-    loss_gap = _share(group_count(by_class, "test_loss", "hard")) - _share(group_count(by_class, "test_loss", "easy"))
-    text = (f"Under reading (a) the hard runs' rate minus the easy runs' is {100 * measure_gap:+.0f} points for "
-            f"RankMe and {100 * loss_gap:+.0f} points for the test loss. ")
-    text += ("RankMe separates the classes no more than the test loss does: what difference there is belongs to "
-             "behaviour, not to geometry. " if measure_gap <= loss_gap else
-             "RankMe separates the classes more than the test loss does. ")
-    text += ("Easy runs show the precursor too, against the paper's \"easy: no precursor\"."
-             if _share(easy) > RATE_LOW else "Easy runs show no precursor, as the paper says.")
-    b_easy, b_hard = (_share(group_count(by_class, measure, g, "leads_test_loss", "leads_defined"))
-                      for g in ("easy", "hard"))
-    return text + (f" Under reading (b) RankMe leads the test loss in {b_easy:.0%} of the easy runs and "
-                   f"{b_hard:.0%} of the hard ones.")
-
-
 def timing_prediction(summary: pd.DataFrame, measure: str = "rankme", n_boot: int = 2000, seed: int = 0,
-                      level: float = 0.95) -> dict:
+                      level: float = 0.95, reading: str = "informative") -> dict:
     """Does a measure's transition timing predict acquisition timing across runs? (reading (b) of C5)
 
     Spearman rank correlation, over the acquired runs of ``summary`` (one row per run, e.g.
-    :func:`summary_table` or a subset such as one task's seeds) where the transition is defined, of
-    ``<measure>_transition_step`` against ``acquisition_step``, with a percentile bootstrap interval
-    (runs resampled with replacement ``n_boot`` times; resamples whose rho is undefined are dropped).
+    :func:`summary_table` or a subset such as one task's seeds) where the transition is defined, of the
+    measure's transition step (``reading``: see :data:`READINGS`) against ``acquisition_step``, with a
+    :func:`setting_bootstrap` percentile interval (settings resampled, then seeds within them).
 
     Returns
     -------
     dict
-        ``measure``, ``runs``, ``rho`` (NaN with fewer than 3 runs or constant input), ``ci_low``,
-        ``ci_high`` (NaN when rho is), ``n_boot`` (defined resamples).
+        ``measure``, ``runs``, ``settings``, ``rho`` (NaN with fewer than 3 runs or constant input),
+        ``ci_low``, ``ci_high`` (NaN when rho is, or when no resample has a defined rho).
     """
-    column = f"{measure}_transition_step"
-    out = {"measure": measure, "runs": 0, "rho": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n_boot": 0}
+    column = f"{READINGS[reading]}{measure}_transition_step"
+    out = {"measure": measure, "runs": 0, "settings": 0, "rho": np.nan, "ci_low": np.nan, "ci_high": np.nan}
     if column not in summary:
         return out
-    both = summary[["acquisition_step", column]].apply(pd.to_numeric, errors="coerce").dropna()
-    x, y = both[column].to_numpy(float), both["acquisition_step"].to_numpy(float)
-    out["runs"] = int(x.size)
-    if x.size < 3:
+    keys = [k for k in SETTING_KEYS if k in summary]
+    both = summary[keys].assign(x=pd.to_numeric(summary[column], errors="coerce"),
+                                y=pd.to_numeric(summary["acquisition_step"], errors="coerce")).dropna(subset=["x", "y"])
+    out["runs"] = len(both)
+    out["settings"] = len(both.groupby(keys)) if len(both) and keys else len(both)
+    if len(both) < 3:
         return out
-    out["rho"] = events.spearman(x, y)
+    rho = lambda t: events.spearman(t["x"].to_numpy(float), t["y"].to_numpy(float)) if len(t) >= 3 else np.nan  # noqa: E731
+    out["rho"] = rho(both)
     if np.isnan(out["rho"]):
         return out
-    rng = np.random.default_rng(seed)
-    boots = [events.spearman(x[i], y[i]) for i in rng.integers(0, x.size, size=(n_boot, x.size))]
-    boots = np.asarray([b for b in boots if np.isfinite(b)])
-    if boots.size:
-        out["ci_low"], out["ci_high"] = (float(np.quantile(boots, q)) for q in ((1 - level) / 2, (1 + level) / 2))
-    out["n_boot"] = int(boots.size)
+    out["ci_low"], out["ci_high"] = setting_bootstrap(both, rho, n_boot, seed, level, keys=keys or ["x"])
     return out
 
 
-def memorisation_table(summary: pd.DataFrame, measure: str = RANKME_AFTER_FLOOR,
+def memorisation_table(summary: pd.DataFrame, measure: str = "rankme",
                        min_lead: int = events.MIN_LEAD_CHECKPOINTS) -> pd.DataFrame:
     """Does a measure move with memorisation (train accuracy) rather than ahead of generalisation?
 
@@ -1177,41 +1181,6 @@ def memorisation_texts(summary: pd.DataFrame, task: str = "mod", level: str = "m
         verdict = (f"In the {task}/{level} runs that memorise first, RankMe's rise does not always come with the "
                    "train accuracy: the first grid's finding holds only in part.")
     return text + verdict, verdict
-
-
-def events_table(runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
-    """One row per event per run (long form, for plots and the monitor's comparisons).
-
-    Columns: the run's task, level, size, seed, run; ``event`` (acquisition, collapse_onset,
-    collapse_floor, collapse_recovery, or transition), ``measure`` (the series; the acquisition's is
-    ``accuracy``), ``reading`` (from_start / after_floor for transitions), ``step``, ``certain_step``
-    (floor and recovery: from when the event is certain), ``gap_checkpoints``, ``gap_share`` (lead
-    over acquisition, transitions only), ``is_precursor``, ``leads_test_loss``. ``kwargs`` go to
-    :func:`geomcap.events.summarize_run`.
-    """
-    rows = []
-    for run in runs.itertuples():
-        s = events.summarize_run(store.read_metrics(run.path), chance=run_chance(run._asdict()), **kwargs)
-        base = {**{k: getattr(run, k) for k in RUN_KEYS}, "run": run.run}
-        rows.append({**base, "event": "acquisition", "measure": "accuracy", "step": s["acquisition_step"]})
-        c = s["collapse"]
-        if c is not None:
-            for event, key, certain in (("collapse_onset", "onset_step", "floor_certain_step"),
-                                        ("collapse_floor", "floor_step", "floor_certain_step"),
-                                        ("collapse_recovery", "recovery_step", "recovery_certain_step")):
-                rows.append({**base, "event": event, "measure": s["measure"], "step": c[key],
-                             "certain_step": c[certain]})
-        for name, p in s["precursors"].items():
-            rows.append({**base, "event": "transition", "measure": name.removesuffix("_after_floor"),
-                         "reading": p["reading"], "step": p["measure_step"], "gap_checkpoints": p["gap_checkpoints"],
-                         "gap_share": p["gap_share"], "is_precursor": p["is_precursor"],
-                         "leads_test_loss": p["leads_test_loss"]})
-    columns = [*RUN_KEYS, "run", "event", "measure", "reading", "step", "certain_step", "gap_checkpoints",
-               "gap_share", "is_precursor", "leads_test_loss"]
-    table = pd.DataFrame(rows, columns=columns)
-    for column in ("step", "certain_step", "gap_checkpoints"):
-        table[column] = pd.to_numeric(table[column], errors="coerce").astype("Int64")
-    return table
 
 
 def _final_layer_series(metrics: pd.DataFrame, run: str, measure: str) -> pd.Series:
@@ -1303,34 +1272,45 @@ def timing_concordance(summary: pd.DataFrame, small: str, large: str,
 # ---------------------------------------------------------------------------------------------
 # Paper vs ours: one row per claim, used by every notebook's closing table and by the book's
 # results page. The paper's figures come from geomcap.paper; ours are computed; each row carries a
-# verdict chosen by a stated rule from the numbers.
+# verdict chosen by a stated rule from the numbers, in the real runs and in the controls.
 
-#: the four verdicts a claim can get
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not testable")
-#: a share at or above this "holds" (C1, C4), and the paper's C5 rate floor (v1: 75-100%)
+#: the five verdicts a claim can get
+VERDICTS = ("reproduced", "reproduced, not specific to learning", "partly reproduced", "not reproduced",
+            "not testable")
+#: a share at or above this "holds" (C1, C4)
 HOLDS = 0.9
 PARTLY = 0.5
-RATE_HIGH = 0.75
+#: C5: RankMe's rate must reach the lower end of the paper's (v1: 75-100%; later versions 100%) ...
+RATE_HIGH = paper.CLAIMS["C5"]["values"]["rankme_rate_v1_low"]
+#: ... and the LLC's stay at or below this (the paper: 0/24)
 RATE_LOW = 0.25
 #: C2: MOD's floor within this relative distance of the paper's ~2.0
 FLOOR_TOLERANCE = 0.25
-#: C5/C6: fewest acquired runs in a class for a rate to be read
+#: C5/C6: fewest runs in a class for a rate to be read
 MIN_RUNS = 3
-#: C8: a median rho above 0.7 but below the paper's 0.92 is partial
+#: C8: a median rho above this but below the paper's 0.92 is partial
 RHO_PARTLY = 0.7
+#: a claim's effect is specific to learning only where the negative controls (nothing learnable) show it
+#: weaker by at least this much (a share, or C2's relative distance); else "reproduced, not specific to learning"
+CONTROL_MARGIN = 0.25
+#: C8 speaks of proxies much smaller than the model they predict: the presets compared must differ this much
+#: in parameters (the paper: 405K vs 2.8B)
+MIN_SIZE_RATIO = 10
+#: C4 with Hewitt & Liang's control task: a probe reads the answer, not the input, only if its accuracy beats
+#: its control-task accuracy by this much
+SELECTIVITY_MARGIN = PROBE_MARGIN
 
-# kept for code that reads the paper's figure by claim: (statement, figure)
-PAPER = {claim: (entry["statement"], entry["figure"]) for claim, entry in paper.CLAIMS.items()}
 
-
-def claim_row(claim: str, ours: str, value=np.nan, verdict: str = "not testable", rule: str = "") -> dict:
+def claim_row(claim: str, ours: str, value=np.nan, verdict: str = "not testable", rule: str = "",
+              control: str = "") -> dict:
     """One line of a paper-vs-ours table: the claim, the paper's figure (:data:`geomcap.paper.CLAIMS`),
-    ours (text), our headline number (``value``, for the book's glue), the verdict and its rule."""
+    ours (text: the deciding numbers), our headline number (``value``, for the book's glue), what the
+    controls show (``control``), the verdict and its rule."""
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
     entry = paper.CLAIMS[claim]
     return {"claim": claim, "statement": entry["statement"], "paper": entry["figure"], "ours": ours,
-            "value": value, "verdict": verdict, "rule": rule}
+            "value": value, "control": control, "verdict": verdict, "rule": rule}
 
 
 def _bool_share(values) -> tuple[int, int]:
@@ -1338,22 +1318,47 @@ def _bool_share(values) -> tuple[int, int]:
     return int(values.sum()), len(values)
 
 
-def claim_c1(summary: pd.DataFrame, centred: pd.DataFrame | None = None) -> dict:
+def _specific(real: float, control: float | None, verdict: str) -> str:
+    """The verdict once the controls are read: an effect present in the real runs (``verdict`` reproduced or
+    partly) that the controls show as strongly (within :data:`CONTROL_MARGIN`) is not specific to learning."""
+    if verdict in ("reproduced", "partly reproduced") and control is not None and np.isfinite(control) \
+            and control >= real - CONTROL_MARGIN:
+        return "reproduced, not specific to learning"
+    return verdict
+
+
+def matched(real: pd.DataFrame, control: pd.DataFrame | None) -> pd.DataFrame:
+    """The rows of ``real`` whose task x level x size setting the controls also have."""
+    if control is None or control.empty or real.empty:
+        return real.iloc[:0]
+    keys = list(SETTING_KEYS)
+    settings = set(map(tuple, control[keys].to_numpy()))
+    return real[[tuple(r) in settings for r in real[keys].to_numpy()]]
+
+
+def collapse_recovers(summary: pd.DataFrame) -> pd.Series:
+    """Per run: the final layer's RankMe collapsed and recovered (C1's geometric half, which needs no
+    acquisition and so can be read on the controls)."""
+    collapsed = summary["rankme_collapsed"].fillna(False).astype(bool)
+    return collapsed & pd.to_numeric(summary["rankme_recovery_step"], errors="coerce").notna()
+
+
+def claim_c1(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> dict:
     """C1 (collapse -> recovery -> acquisition) for uncentred RankMe (``summary``) and, when given, centred
-    RankMe (``centred``: :func:`summary_table` with ``measure="rankme_centred"``); with the median share of
-    the mean direction in the final layer's energy at the floor (``mean_energy_share``), where recorded."""
+    RankMe (``centred``: :func:`summary_table` with ``measure="rankme_centred"``), with the median share of
+    the mean direction in the final layer's energy at the floor; against the controls (``control``: the
+    negative controls' summary), in which nothing is acquired, on its geometric half: collapse, then
+    recovery."""
     rule = (f"reproduced: ordered in >= {HOLDS:.0%} of acquired runs for uncentred and centred RankMe; "
             f"partly: >= {HOLDS:.0%} for one, or >= {PARTLY:.0%} for both; not reproduced: otherwise; "
-            "not testable: no acquired run (or no centred RankMe)")
+            f"not specific to learning: the negative controls collapse and recover in at least the share of "
+            f"the same settings' real runs minus {CONTROL_MARGIN:.2f}; not testable: no acquired run")
     acquired = summary["acquisition_step"].notna()
     if not acquired.any():
         return claim_row("C1", f"no acquired run ({len(summary)} runs)", rule=rule)
     k, n = _bool_share(summary.loc[acquired, "ordered_collapse_recovery_acquisition"])
     u = k / n
-    text = f"uncentred {k}/{n} acquired runs ordered"
-    energy = pd.to_numeric(summary.get("mean_energy_share_at_floor", pd.Series(dtype=float)), errors="coerce").dropna()
-    if len(energy):
-        text += f"; mean direction's share of the energy at the floor: median {energy.median():.2f} ({len(energy)} runs)"
+    text = f"uncentred {k}/{n} ordered"
     if centred is None or not centred["acquisition_step"].notna().any():
         return claim_row("C1", text + "; centred RankMe not computed", u, "not testable", rule)
     kc, nc = _bool_share(centred.loc[centred["acquisition_step"].notna(), "ordered_collapse_recovery_acquisition"])
@@ -1361,37 +1366,61 @@ def claim_c1(summary: pd.DataFrame, centred: pd.DataFrame | None = None) -> dict
     text = f"{text}; centred {kc}/{nc}"
     verdict = ("reproduced" if min(u, c) >= HOLDS else
                "partly reproduced" if max(u, c) >= HOLDS or min(u, c) >= PARTLY else "not reproduced")
-    return claim_row("C1", text, u, verdict, rule)
+    control_text, control_share, real_share = "no negative control", None, None
+    if control is not None and len(control):
+        same = matched(summary, control)
+        real_share, control_share = float(collapse_recovers(same).mean()), float(collapse_recovers(control).mean())
+        control_text = (f"collapse then recovery: controls {int(collapse_recovers(control).sum())}/{len(control)}, "
+                        f"same settings real {int(collapse_recovers(same).sum())}/{len(same)}")
+    return claim_row("C1", text, u, _specific(real_share or 0.0, control_share, verdict), rule, control_text)
 
 
-def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None) -> dict:
-    """C2: MOD's collapse floor (final layer) per size, against the paper's ~2.0, uncentred (and centred)."""
+def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> dict:
+    """C2: MOD's collapse floor (final layer) per size, against the paper's ~2.0, uncentred (and centred); in
+    the controls, MOD's floor where nothing is learnt."""
     target = paper.CLAIMS["C2"]["values"]["mod_floor"]
     lo, hi = target * (1 - FLOOR_TOLERANCE), target * (1 + FLOOR_TOLERANCE)
     rule = (f"reproduced: MOD's mean floor within [{lo:.2f}, {hi:.2f}] at every size, >= 2 sizes; partly: within "
             "it at some sizes (or at the only size run: size-independence untested); not reproduced: at no size; "
-            "not testable: no MOD run")
+            "not specific to learning: the negative controls' MOD floor is within the same band; not testable: "
+            "no MOD run")
     mod = summary[summary["task"] == "mod"]
     if mod.empty:
         return claim_row("C2", "no MOD run selected", rule=rule)
     floors = mod.groupby("size", sort=False)["rankme_floor_value"].apply(lambda v: pd.to_numeric(v).mean())
     within = (floors >= lo) & (floors <= hi)
-    text = "MOD floor " + ", ".join(f"{size} {value:.2f}" for size, value in floors.items()) + f" ({len(mod)} runs)"
+    text = "MOD floor " + ", ".join(f"{size} {value:.2f}" for size, value in floors.items())
     if centred is not None:
         cm = pd.to_numeric(centred.loc[centred["task"] == "mod", "rankme_floor_value"], errors="coerce")
         if len(cm.dropna()):
             text += f"; centred {cm.mean():.2f}"
     verdict = ("reproduced" if within.all() and len(floors) >= 2 else
                "partly reproduced" if within.any() else "not reproduced")
-    return claim_row("C2", text, float(floors.mean()), verdict, rule)
+    control_text = "no negative control"
+    if control is not None and (control["task"] == "mod").any():
+        cf = pd.to_numeric(control.loc[control["task"] == "mod", "rankme_floor_value"], errors="coerce").mean()
+        control_text = f"MOD floor in the controls {cf:.2f}"
+        if lo <= cf <= hi and verdict != "not reproduced":
+            verdict = "reproduced, not specific to learning"
+    return claim_row("C2", text, float(floors.mean()), verdict, rule, control_text)
 
 
-def claim_c3(summary: pd.DataFrame) -> dict:
-    """C3: task x size pairs whose median top-down statistic (defined runs only) is negative."""
-    share = paper.CLAIMS["C3"]["values"]["top_down"] / paper.CLAIMS["C3"]["values"]["pairs"]
+def top_down_share(summary: pd.DataFrame) -> tuple[int, int]:
+    """Runs whose top-down statistic is defined and negative, of the runs where it is defined."""
+    rho = pd.to_numeric(summary.get("top_down_rho_step", pd.Series(dtype=float)), errors="coerce").dropna()
+    return int((rho < 0).sum()), len(rho)
+
+
+def claim_c3(summary: pd.DataFrame, control: pd.DataFrame | None = None) -> dict:
+    """C3: task x size pairs whose median top-down statistic (defined runs only) is negative; against the
+    controls, the share of runs top-down where nothing is learnt."""
+    values = paper.CLAIMS["C3"]["values"]
+    share = values["top_down"] / values["pairs"]
     rule = (f"reproduced: >= {share:.1%} of the task x size pairs with a defined statistic are top-down "
-            f"(the paper's {paper.CLAIMS['C3']['values']['top_down']}/{paper.CLAIMS['C3']['values']['pairs']}); partly: > {PARTLY:.0%}; not reproduced: <= {PARTLY:.0%}; not testable: no "
-            f"pair with a run of >= {events.MIN_TOP_DOWN_LAYERS} informative layers")
+            f"(the paper's {values['top_down']}/{values['pairs']}); partly: > {PARTLY:.0%}; not reproduced: <= "
+            f"{PARTLY:.0%}; not specific to learning: the negative controls' runs are top-down in at least the "
+            f"share of the same settings' real runs minus {CONTROL_MARGIN:.2f}; not testable: no pair with a run "
+            f"of >= {events.MIN_TOP_DOWN_LAYERS} informative layers")
     pairs = top_down_table(summary)
     decided = pairs["top_down"].dropna() if len(pairs) else pd.Series(dtype=bool)
     if decided.empty:
@@ -1399,89 +1428,155 @@ def claim_c3(summary: pd.DataFrame) -> dict:
                                f"({len(summary)} runs)", rule=rule)
     s = float(decided.astype(bool).mean())
     verdict = "reproduced" if s >= share else "partly reproduced" if s > PARTLY else "not reproduced"
-    return claim_row("C3", f"{int(decided.astype(bool).sum())}/{len(decided)} task x size pairs with a defined "
-                           f"statistic ({len(pairs)} pairs)", s, verdict, rule)
+    text = f"{int(decided.astype(bool).sum())}/{len(decided)} task x size pairs"
+    control_text, real_share, control_share = "no negative control", 0.0, None
+    if control is not None and len(control):
+        kc, nc = top_down_share(control)
+        kr, nr = top_down_share(matched(summary, control))
+        real_share = kr / nr if nr else 0.0
+        control_share = kc / nc if nc else None
+        control_text = f"runs top-down: controls {kc}/{nc}, same settings real {kr}/{nr}"
+    return claim_row("C3", text, s, _specific(real_share, control_share, verdict), rule, control_text)
 
 
-def claim_c4(probes: pd.DataFrame) -> dict:
+def selectivity_table(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """C4's control task (Hewitt & Liang 2019): per run that recorded ``probe_control_accuracy`` and per layer,
+    the probe's mean accuracy on the true labels and on the control task's, over the checkpoints where the
+    model's exact-match accuracy is below 0.5, and ``selectivity`` (their difference). ``metrics``: tidy, with a
+    ``run`` column (:func:`load_metrics`)."""
+    rows = []
+    for run in runs.itertuples():
+        m = metrics[metrics["run"] == run.run]
+        if not (m["measure"] == "probe_control_accuracy").any():
+            continue
+        steps, acc = events.tidy_series(m, "accuracy")
+        below = set(steps[acc < 0.5].tolist())
+        wide = m[m["measure"].isin(["probe_accuracy", "probe_control_accuracy"]) & m["step"].isin(below)]
+        means = wide.groupby(["layer", "measure"])["value"].mean().unstack()
+        for layer, row in means.iterrows():
+            rows.append({**{k: getattr(run, k) for k in RUN_KEYS}, "run": run.run, "layer": int(layer),
+                         "checkpoints_below": len(below), "probe": row.get("probe_accuracy", np.nan),
+                         "control": row.get("probe_control_accuracy", np.nan),
+                         "selectivity": row.get("probe_accuracy", np.nan) - row.get("probe_control_accuracy", np.nan)})
+    return pd.DataFrame(rows, columns=[*RUN_KEYS, "run", "layer", "checkpoints_below", "probe", "control",
+                                       "selectivity"])
+
+
+def claim_c4(probes: pd.DataFrame, selectivity: pd.DataFrame | None = None,
+             control_probes: pd.DataFrame | None = None) -> dict:
     """C4 from :func:`probe_table`: runs where the probe beats the model's first-token accuracy and the
-    majority rate (plus :data:`PROBE_MARGIN`) at most checkpoints with exact match < 50%."""
+    majority rate (plus :data:`PROBE_MARGIN`) at most checkpoints with exact match < 50%; with Hewitt &
+    Liang's control task (``selectivity``: :func:`selectivity_table`) and the negative controls' probes
+    (``control_probes``: :func:`probe_table` of the controls)."""
     rule = (f"reproduced: holds in >= {HOLDS:.0%} of runs with checkpoints below 50% (probe > max(first-token "
             f"accuracy, majority rate) + {PROBE_MARGIN} at >= half of them); partly: >= {PARTLY:.0%}; not "
-            "reproduced: otherwise; not testable: no such run")
+            f"reproduced: otherwise; not specific to learning: the probe's best layer beats its control task by "
+            f"< {SELECTIVITY_MARGIN} (median over runs), or it holds as often in the negative controls; not "
+            "testable: no such run")
     if probes.empty or probes["c4_holds"].dropna().empty:
         return claim_row("C4", "no run with a checkpoint below 50%", rule=rule)
     k, n = _bool_share(probes["c4_holds"])
     per_task = probe_by_task(probes)
-    text = (f"{k}/{n} runs (probe above exact match at {probes['probe_above_model_share'].mean():.0%} of sub-50% "
-            f"checkpoints; per task: " + ", ".join(f"{r.task} {r.c4_holds}/{r.runs}" for r in per_task.itertuples())
-            + ")")
+    text = f"{k}/{n} runs (" + ", ".join(f"{r.task} {r.c4_holds}/{r.runs}" for r in per_task.itertuples()) + ")"
     verdict = "reproduced" if k / n >= HOLDS else "partly reproduced" if k / n >= PARTLY else "not reproduced"
-    return claim_row("C4", text, k / n, verdict, rule)
+    parts = []
+    if selectivity is not None and len(selectivity):
+        best = selectivity.sort_values("probe").groupby("run").tail(1)
+        median = float(best["selectivity"].median())
+        parts.append(f"selectivity at the best layer median {median:+.2f} ({len(best)} runs)")
+        if median < SELECTIVITY_MARGIN and verdict != "not reproduced":
+            verdict = "reproduced, not specific to learning"
+    if control_probes is not None and len(control_probes) and control_probes["c4_holds"].notna().any():
+        kc, nc = _bool_share(control_probes["c4_holds"])
+        parts.append(f"holds in {kc}/{nc} controls")
+        verdict = _specific(k / n, kc / nc, verdict)
+    return claim_row("C4", text, k / n, verdict, rule, "; ".join(parts) or "selectivity not recorded")
 
 
-def _readings(table: pd.DataFrame, measure: str, group: str, by: str) -> dict | None:
-    rows = table[(table["measure"] == measure) & (table[by] == group)]
+def _reading_row(table: pd.DataFrame, measure: str, group: str, by: str) -> dict | None:
+    rows = table[(table["measure"] == measure) & (table[by] == group)] if len(table) else table
     return None if rows.empty or not rows["runs"].iloc[0] else rows.iloc[0].to_dict()
 
 
-def _reading_text(r: dict) -> str:
-    return (f"{r['precursor']}/{r['runs']} lead acquisition (CI {r['rate_low']:.2f}-{r['rate_high']:.2f}; median "
-            f"{r['median_gap_checkpoints']:.0f} checkpoints, {r['median_gap_share']:.2f} of acquisition), "
-            f"{r['leads_test_loss']}/{r['leads_defined']} lead the test loss")
-
-
 def claim_c5(summary: pd.DataFrame) -> dict:
-    """C5 on the runs classed hard from behaviour (:func:`difficulty_class`): RankMe's two readings, the
-    timing prediction across runs (:func:`timing_prediction`), and the other measures' rates."""
-    rule = (f"reproduced: on >= {MIN_RUNS} hard runs RankMe leads acquisition and the test loss in >= "
-            f"{RATE_HIGH:.0%} and its timing predicts acquisition (bootstrap CI of rho above 0), and the LLC, "
-            f"recorded on >= {MIN_RUNS} hard runs, leads in <= {RATE_LOW:.0%}; partly: RankMe leads acquisition in "
-            f">= {RATE_HIGH:.0%} only; not reproduced: otherwise; not testable: fewer than {MIN_RUNS} hard runs")
-    table = precursor_table(summary, by="difficulty", measures=[*C5_MEASURES, RANKME_AFTER_FLOOR, *BASELINES])
-    r = _readings(table, "rankme", "hard", "difficulty") if len(table) else None
+    """C5 on the runs classed hard from behaviour (:func:`difficulty_class`), the informative reading (b):
+    RankMe's transition, read where the collapse is over, leads acquisition and the test loss's
+    transition, and its timing predicts acquisition across runs (:func:`timing_prediction`); against the
+    baselines read by the same rule from the same point (train accuracy, first-token accuracy, parameter
+    norm), and the LLC. The paper's reading (a) is given beside it."""
+    rule = (f"reproduced: on >= {MIN_RUNS} hard runs RankMe is informative (leads acquisition and the test "
+            f"loss) in >= {RATE_HIGH:.0%}, its timing predicts acquisition (setting-bootstrap CI of rho above 0) "
+            "better than every baseline's, and the LLC, recorded on >= "
+            f"{MIN_RUNS} hard runs, is informative in <= {RATE_LOW:.0%}; partly: RankMe is informative in >= "
+            f"{RATE_HIGH:.0%}, or its timing CI is above 0; not reproduced: otherwise; not testable: fewer than "
+            f"{MIN_RUNS} hard runs with the reading defined")
+    measures = [*C5_MEASURES, *BASELINES]
+    table = precursor_table(summary, by="difficulty", measures=measures)
+    r = _reading_row(table, "rankme", "hard", "difficulty")
     if r is None or r["runs"] < MIN_RUNS:
         n = 0 if r is None else r["runs"]
-        return claim_row("C5", f"{n} acquired hard run(s) (behaviour: acquired after step {HARD_MIN_STEP} after a "
-                               "plateau)", rule=rule)
+        return claim_row("C5", f"{n} hard run(s) with the informative reading defined", rule=rule)
     hard = summary[difficulty_class(summary) == "hard"]
     timing = timing_prediction(hard, "rankme")
-    text = f"rankme: {_reading_text(r)}; timing rho {timing_text(timing)}"
-    after = _readings(table, RANKME_AFTER_FLOOR, "hard", "difficulty")
-    if after:
-        text += f"; from its floor onward {after['precursor']}/{after['runs']}"
-    others = [m for m in (*C5_MEASURES[1:], *BASELINES) if _readings(table, m, "hard", "difficulty")]
-    text += "".join(f"; {m} {_readings(table, m, 'hard', 'difficulty')['precursor']}/"
-                    f"{_readings(table, m, 'hard', 'difficulty')['runs']}" for m in others)
-    llc = _readings(table, "llc", "hard", "difficulty")
+    text = (f"RankMe informative {r['informative']}/{r['runs']}, timing rho {timing['rho']:.2f} "
+            f"(CI {timing['ci_low']:.2f} to {timing['ci_high']:.2f})" if np.isfinite(timing["rho"]) else
+            f"RankMe informative {r['informative']}/{r['runs']}, timing rho undefined")
+    baseline_rhos, parts = [], []
+    for m in BASELINES[1:]:  # the test loss is what "informative" is read against
+        b = _reading_row(table, m, "hard", "difficulty")
+        t = timing_prediction(hard, m)
+        if b is None:
+            continue
+        baseline_rhos.append(t["rho"])
+        parts.append(f"{m} {b['informative']}/{b['runs']}" + (f", rho {t['rho']:.2f}" if np.isfinite(t["rho"]) else ""))
+    paper_row = _reading_row(precursor_table(summary, by="difficulty", measures=["rankme", "test_loss"],
+                                             reading="paper"), "rankme", "hard", "difficulty")
+    llc = _reading_row(table, "llc", "hard", "difficulty")
     llc_tested = llc is not None and llc["runs"] >= MIN_RUNS
-    text += (f"; the LLC half: {'tested' if llc_tested else 'untested'} ("
-             f"{0 if llc is None else llc['runs']} hard run(s) record the LLC, {MIN_RUNS} needed)")
-    llc_ok = llc_tested and llc["rate"] <= RATE_LOW  # the claim has two halves: untested LLC -> at most partly
-    informative = (r["leads_rate"] >= RATE_HIGH if r["leads_defined"] else False) and timing["ci_low"] > 0
-    verdict = ("reproduced" if r["rate"] >= RATE_HIGH and informative and llc_ok else
-               "partly reproduced" if r["rate"] >= RATE_HIGH else "not reproduced")
-    return claim_row("C5", text, float(r["rate"]), verdict, rule)
+    control = "; ".join(parts) + (f"; LLC informative {llc['informative']}/{llc['runs']}" if llc else "; no LLC")
+    if paper_row:
+        text += f"; the paper's reading: {paper_row['precursor']}/{paper_row['runs']} lead acquisition"
+    rate_ok = r["informative_rate"] >= RATE_HIGH
+    timing_ok = np.isfinite(timing["ci_low"]) and timing["ci_low"] > 0
+    beats = all(np.isfinite(timing["rho"]) and (not np.isfinite(b) or timing["rho"] > b) for b in baseline_rhos)
+    llc_ok = llc_tested and llc["informative_rate"] <= RATE_LOW
+    verdict = ("reproduced" if rate_ok and timing_ok and beats and llc_ok else
+               "partly reproduced" if rate_ok or timing_ok else "not reproduced")
+    return claim_row("C5", text, float(r["informative_rate"]), verdict, rule, control)
+
+
+def acquired_during_collapse(summary: pd.DataFrame) -> pd.Series:
+    """Per run: acquired by the time the final layer's RankMe recovered (the paper's "easy": acquisition
+    during the initial collapse). False for runs never acquired or whose collapse never recovered."""
+    acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
+    recovery = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
+    return (acq <= recovery).fillna(False).astype(bool)
 
 
 def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
-    """C6: the precursor rate of ``measure`` on runs classed easy vs hard from behaviour, both readings."""
-    rule = (f"reproduced: on >= {MIN_RUNS} easy and >= {MIN_RUNS} hard runs, the measure leads acquisition in "
-            f"<= {RATE_LOW:.0%} of easy and >= {RATE_HIGH:.0%} of hard runs; partly: the hard rate exceeds the "
-            f"easy rate by >= {PARTLY:.0%}; not reproduced: otherwise; not testable: too few easy or hard runs")
-    table = precursor_table(summary, by="difficulty", measures=[measure, f"{measure}_after_floor"])
-    easy = _readings(table, measure, "easy", "difficulty") if len(table) else None
-    hard = _readings(table, measure, "hard", "difficulty") if len(table) else None
-    counts = difficulty_class(summary).value_counts().to_dict()
-    head = "classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES)
-    parts = [f"{name}: {_reading_text(r)}" for name, r in (("easy", easy), ("hard", hard)) if r]
-    text = "; ".join([head, *parts])
-    if not easy or not hard or easy["runs"] < MIN_RUNS or hard["runs"] < MIN_RUNS:
-        return claim_row("C6", text, rule=rule)
-    gap = hard["rate"] - easy["rate"]
-    verdict = ("reproduced" if easy["rate"] <= RATE_LOW and hard["rate"] >= RATE_HIGH else
-               "partly reproduced" if gap >= PARTLY else "not reproduced")
-    return claim_row("C6", text, float(gap), verdict, rule)
+    """C6: a precursor on hard runs and none on runs acquired during the collapse (the paper's easy). Read
+    with the paper's reading (a) (the informative one starts after the collapse, so it cannot see a lead in
+    a run acquired during it); not testable without at least :data:`MIN_RUNS` runs acquired during the
+    collapse."""
+    rule = (f"not testable: fewer than {MIN_RUNS} runs acquired during the collapse (by RankMe's recovery) or "
+            f"{MIN_RUNS} hard runs; reproduced: the paper's reading leads acquisition in <= {RATE_LOW:.0%} of the "
+            f"runs acquired during the collapse and >= {RATE_HIGH:.0%} of the hard runs; partly: the hard rate "
+            f"exceeds the other by >= {PARTLY:.0%}; not reproduced: otherwise")
+    during = acquired_during_collapse(summary)
+    classes = difficulty_class(summary)
+    counts = classes.value_counts().to_dict()
+    head = (f"acquired during the collapse {int(during.sum())} of {int(summary['acquisition_step'].notna().sum())}"
+            f" acquired runs; classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES))
+    column = f"paper_{measure}_is_precursor"
+    hard = summary[(classes == "hard") & summary.get(column, pd.Series(index=summary.index)).notna()]
+    easy = summary[during & summary.get(column, pd.Series(index=summary.index)).notna()]
+    if len(easy) < MIN_RUNS or len(hard) < MIN_RUNS:
+        return claim_row("C6", head, rule=rule, control="the regime C6 speaks of is absent")
+    e, h = easy[column].astype(bool).mean(), hard[column].astype(bool).mean()
+    verdict = ("reproduced" if e <= RATE_LOW and h >= RATE_HIGH else
+               "partly reproduced" if h - e >= PARTLY else "not reproduced")
+    return claim_row("C6", f"{head}; the paper's reading leads in {e:.0%} of those and {h:.0%} of hard runs",
+                     float(h - e), verdict, rule)
 
 
 def claim_c7(pythia_summary: pd.DataFrame | None = None) -> dict:
@@ -1506,60 +1601,112 @@ def claim_c7(pythia_summary: pd.DataFrame | None = None) -> dict:
     return claim_row("C7", text, float(k / n), verdict, rule)
 
 
-def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None) -> dict:
+def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None,
+             size_ratio: float | None = None) -> dict:
+    """C8: the small preset's RankMe trajectory against the large one's (:func:`trajectory_correlation`), with
+    the timing concordance; not testable while the presets compared differ by less than
+    :data:`MIN_SIZE_RATIO` in parameters (``size_ratio``)."""
     rho_paper = paper.CLAIMS["C8"]["values"]["rho"]
-    rule = (f"reproduced: median Spearman rho over task pairs > {rho_paper}; partly: > {RHO_PARTLY}; not "
-            "reproduced: otherwise; not testable: no task trained at both presets (concordance reported beside)")
+    rule = (f"not testable: no task trained at both presets, or presets less than {MIN_SIZE_RATIO}x apart in "
+            f"parameters; reproduced: median Spearman rho over task pairs > {rho_paper}; partly: > {RHO_PARTLY}; "
+            "not reproduced: otherwise")
     rho = correlations["spearman"].dropna() if len(correlations) else pd.Series(dtype=float)
     if rho.empty:
         return claim_row("C8", "no task trained at both presets yet", rule=rule)
-    text = f"median Spearman rho {rho.median():.2f} over {len(rho)} pairs ({(rho > rho_paper).sum()} above {rho_paper})"
+    text = f"median rho {rho.median():.2f} over {len(rho)} pairs"
     if concordance is not None and len(concordance):
         for row in concordance.dropna(subset=["rate"]).itertuples():
-            text += f"; timing concordance ({row.level}) {row.rate:.0%} of {row.concordant + row.discordant} pairs"
+            text += f"; concordance ({row.level}) {row.rate:.0%}"
     m = float(rho.median())
+    ratio = f"presets {size_ratio:.1f}x apart" if size_ratio else "size ratio unknown"
+    if size_ratio is None or size_ratio < MIN_SIZE_RATIO:
+        return claim_row("C8", f"{text}; {ratio}", m, "not testable", rule, f"outside the claim's regime ({ratio})")
     verdict = "reproduced" if m > rho_paper else "partly reproduced" if m > RHO_PARTLY else "not reproduced"
-    return claim_row("C8", text, m, verdict, rule)
+    return claim_row("C8", f"{text}; {ratio}", m, verdict, rule)
 
 
 def paper_vs_ours(rows) -> pd.DataFrame:
-    """The rows of the ``claim_*`` functions as a table indexed by claim (statement, paper, ours, verdict,
-    rule). The notebooks glue :func:`glue_values` of the same rows for the book's prose."""
-    table = pd.DataFrame(list(rows), columns=["claim", "statement", "paper", "ours", "value", "verdict", "rule"])
+    """The rows of the ``claim_*`` functions as a table indexed by claim (statement, paper, ours, control,
+    verdict, rule). The notebooks glue :func:`glue_values` of the same rows for the book's prose."""
+    table = pd.DataFrame(list(rows), columns=["claim", "statement", "paper", "ours", "value", "control", "verdict",
+                                              "rule"])
     return table.drop(columns="value").set_index("claim")
 
 
 def glue_values(rows) -> dict:
     """What the book's prose quotes of the ``claim_*`` rows: ``<claim>_ours`` (text), ``<claim>_value``
-    (the headline number) and ``<claim>_verdict`` for each row (e.g. ``C1_value``); a notebook stores each
-    with myst-nb's ``glue``."""
+    (the headline number), ``<claim>_control`` and ``<claim>_verdict`` for each row (e.g. ``C1_value``); a
+    notebook stores each with myst-nb's ``glue``."""
     values = {}
     for row in rows:
         values.update({f"{row['claim']}_ours": row["ours"], f"{row['claim']}_value": row["value"],
-                       f"{row['claim']}_verdict": row["verdict"]})
+                       f"{row['claim']}_control": row.get("control", ""), f"{row['claim']}_verdict": row["verdict"]})
     return values
 
 
 def verdict_table(rows) -> pd.DataFrame:
-    """The verdict table the results page leads with: claim | paper | ours | verdict | rule."""
-    return paper_vs_ours(rows)[["paper", "ours", "verdict", "rule"]]
+    """The verdict table the results page leads with: claim | paper | ours | control | verdict | rule."""
+    return paper_vs_ours(rows)[["paper", "ours", "control", "verdict", "rule"]]
+
+
+def size_ratio(runs: pd.DataFrame, small: str, large: str) -> float | None:
+    """Parameters of the ``large`` preset over the ``small`` one's, read from the runs' status.json (None
+    when either has no complete run)."""
+    counts = {}
+    for size in (small, large):
+        rows = runs[runs["size"] == size]
+        if rows.empty:
+            return None
+        counts[size] = (store.read_status(rows["path"].iloc[0]) or {}).get("parameters")
+    return counts[large] / counts[small] if all(counts.values()) else None
+
+
+#: the negative controls' store, beside the committed runs
+CONTROLS = "controls"
+
+
+def load_arms(root="", controls_root=None) -> dict:
+    """The runs a claims table reads, by arm: ``real`` (every complete run of ``root``; "" = the committed
+    data/runs), ``control`` (``controls_root``'s runs with ``control == "shuffled_answers"``; default the
+    committed data/controls when ``root`` is "", else none) and ``warmup0`` (its real runs with
+    ``warmup_steps == 0``). Each arm is a :func:`load_runs` table (empty when absent)."""
+    real = load_runs(Path(root) if root else None)
+    if controls_root is None and not root:
+        controls_root = store.committed_data(CONTROLS)
+    empty = real.iloc[:0]
+    if controls_root is None or not Path(controls_root).exists():
+        return {"real": real, "control": empty, "warmup0": empty}
+    others = load_runs(Path(controls_root))
+    if others.empty:
+        return {"real": real, "control": empty, "warmup0": empty}
+    control = others.get("control", pd.Series(None, index=others.index))
+    is_control = control.apply(lambda c: c == "shuffled_answers")
+    warmup0 = (~is_control) & (pd.to_numeric(others["warmup_steps"], errors="coerce") == 0)
+    return {"real": real, "control": others[is_control], "warmup0": others[warmup0]}
 
 
 def task_claims_from_store(root="", small: str = "405k", large: str = "1.3m",
-                      pythia_summary: pd.DataFrame | None = None) -> list[dict]:
+                           pythia_summary: pd.DataFrame | None = None, controls_root=None) -> list[dict]:
     """The claims on the algorithmic tasks (C1-C6, C8) over all complete runs of a store ("" = the committed
-    data/runs), each as a :func:`claim_row` with its verdict: the book's results page. With
-    ``pythia_summary`` (:func:`geomcap.pythia.gap_table`) C7 is included between C6 and C8;
-    without it the caller adds C7 (:func:`geomcap.pythia.c7_claim_from_store`)."""
-    runs = load_runs(Path(root) if root else None)
+    data/runs, with the negative controls of data/controls), each as a :func:`claim_row` with its verdict:
+    the book's results page. With ``pythia_summary`` (:func:`geomcap.pythia.gap_table`) C7 is included
+    between C6 and C8; without it the caller adds C7 (:func:`geomcap.pythia.c7_claim_from_store`)."""
+    arms = load_arms(root, controls_root)
+    runs = arms["real"]
     summary = summary_table(runs)
     centred = summary_table(runs, measure="rankme_centred")
-    metrics = load_metrics(runs, measures=["accuracy", "first_token_accuracy", "probe_accuracy", "rankme"])
+    control = summary_table(arms["control"]) if len(arms["control"]) else None
+    probe_measures = ["accuracy", "first_token_accuracy", "probe_accuracy", "probe_control_accuracy", "rankme"]
+    metrics = load_metrics(runs, measures=probe_measures)
     probes = probe_table(metrics, runs)
+    selectivity = selectivity_table(metrics, runs)
+    control_probes = (probe_table(load_metrics(arms["control"], measures=probe_measures), arms["control"])
+                      if len(arms["control"]) else None)
     correlations = trajectory_correlation(metrics, runs, small, large)
     concordance = timing_concordance(summary, small, large)
-    rows = [claim_c1(summary, centred), claim_c2(summary, centred), claim_c3(summary), claim_c4(probes),
-            claim_c5(summary), claim_c6(summary), claim_c8(correlations, concordance)]
+    rows = [claim_c1(summary, centred, control), claim_c2(summary, centred, control), claim_c3(summary, control),
+            claim_c4(probes, selectivity, control_probes), claim_c5(summary), claim_c6(summary),
+            claim_c8(correlations, concordance, size_ratio(runs, small, large))]
     if pythia_summary is not None:
         rows.insert(6, claim_c7(pythia_summary))
     return rows

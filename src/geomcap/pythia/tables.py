@@ -53,13 +53,14 @@ def check_layers(layers, available) -> list[int]:
 
 
 def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure: str = "rankme",
-                  threshold: float = 0.5, patience: int = 3, fraction: float = 0.5) -> pd.DataFrame:
+                  threshold: float = 0.5, patience: int = 3) -> pd.DataFrame:
     """Per benchmark and layer: acquisition, ``measure``'s transition and the precursor gap.
 
     Acquisition: chance-corrected accuracy ``(acc - chance) / (1 - chance) >
     threshold`` at ``patience`` consecutive revisions
-    (:func:`geomcap.events.acquisition_step`); transition: half of the
-    largest excursion from step 0 (:func:`geomcap.events.transition_step`);
+    (:func:`geomcap.events.acquisition_step`); transition: where the series
+    leaves its early course, read from step 0 (the paper's reading,
+    :func:`geomcap.events.transition_step`);
     gap = acquisition - transition (:func:`geomcap.events.precursor`), also in
     tokens (x the run's tokens per step) and as a fraction of the last step.
     ``floor_step``: the step of the final layer's minimum after initialisation
@@ -80,7 +81,7 @@ def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure
         floor = events.collapse(steps, values[-1]) if len(steps) >= 2 else None
         for layer in check_layers(layers, r_layers):
             p = events.precursor(steps, values[list(r_layers).index(layer)], corrected, threshold=threshold,
-                                 patience=patience, fraction=fraction)
+                                 patience=patience)
             rows.append({
                 "model": run.model, "benchmark": run.task, "level": run.level, "chance": run.chance,
                 "revisions": len(steps), "last_step": int(steps[-1]), "final_accuracy": float(acc[-1]),
