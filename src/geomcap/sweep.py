@@ -237,6 +237,8 @@ class LocalWorkers:
             return None
         self.pools[slot].shutdown(wait=False)
         self.pools[slot] = None
+        if process is not None:
+            process.join(timeout=5)  # dead already; joined, its exit code is known
         code = getattr(process, "exitcode", None)
         if code is not None and code < 0:
             try:
@@ -254,6 +256,7 @@ class LocalWorkers:
                 _terminate_workers(pool)
 
     def shutdown(self) -> None:
+        """Let the workers finish what they hold (nothing queued is started), then end them."""
         for pool in self.pools:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
