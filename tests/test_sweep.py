@@ -240,11 +240,12 @@ def test_a_crashed_worker_fails_only_its_own_run(tmp_path):
     killer.start()
     results = run_sweep(configs, root=tmp_path, workers=1, progress=False, poll_s=0.1)
     killer.join()
-    assert killed and killed[0] != os.getpid()
+    errors = [r.error for r in results]
+    assert killed and killed[0] != os.getpid(), errors
     assert not results[0].ok and not results[0].locked
     assert results[0].error == (f"its worker process (pid {killed[0]}) was killed by SIGKILL while training this "
                                 "run; rerun the sweep to resume it from its last checkpoint")
-    assert results[1].ok and results[2].ok, [r.error for r in results]
+    assert results[1].ok and results[2].ok, errors
     assert store.is_complete(results[1].run_dir) and store.is_complete(results[2].run_dir)
     # the crashed run resumes on rerun: its stale lock is taken over, its state is there
     assert not store.is_complete(crashed) and (crashed / store.STATE_FILE).exists()

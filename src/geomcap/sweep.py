@@ -237,9 +237,7 @@ class LocalWorkers:
             return None
         self.pools[slot].shutdown(wait=False)
         self.pools[slot] = None
-        if process is not None:
-            process.join(timeout=5)  # dead already; joined, its exit code is known
-        code = getattr(process, "exitcode", None)
+        code = _exit_code(process)
         if code is not None and code < 0:
             try:
                 how = f"was killed by {signal.Signals(-code).name}"
@@ -260,6 +258,15 @@ class LocalWorkers:
         for pool in self.pools:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _exit_code(process, timeout_s: float = 5.0) -> int | None:
+    """The exit code of a dead worker process (None if unknown). Its pool's manager thread may be reaping
+    it at the same moment; then ``exitcode`` reads None until that thread has stored the code."""
+    deadline = time.monotonic() + timeout_s
+    while process is not None and process.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return getattr(process, "exitcode", None)
 
 
 def _died_results(configs, death: str, root: Path) -> list[RunResult]:
