@@ -453,7 +453,7 @@ def test_checkpoints_summary_counts_the_skipped_ones(trainer_root, tmp_path, cap
     assert "3 checkpoints scored, 1 skipped as unreadable (checkpoint-7); 8 prompts" in out, out
     assert "skipped: " in err and "checkpoint-7 unavailable" in err
     series = json.loads((tmp_path / "out" / "checkpoints.json").read_text())
-    assert series["checkpoints"] == 3 and list(series["skipped"]) == ["checkpoint-7"]
+    assert series["scored"] == 3 and list(series["skipped"]) == ["checkpoint-7"]
 
 
 # --------------------------------------------------------------------- non-finite states, too few rows

@@ -637,7 +637,7 @@ def cmd_checkpoints(args) -> int:
                 "positions)" if series["prompts_left_out"] else "")
     skipped = (f", {len(series['skipped'])} skipped as unreadable ({', '.join(series['skipped'])})"
                if series["skipped"] else "")
-    print(f"wrote {args.out}/metrics.csv: {series['checkpoints']} checkpoints scored{skipped}; "
+    print(f"wrote {args.out}/metrics.csv: {series['scored']} checkpoints scored{skipped}; "
           f"{series['prompts']} prompts{left_out}")
     print(monitor.collapse_summary(result))
     return 0

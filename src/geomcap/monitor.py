@@ -733,7 +733,7 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
         and once with the number of prompts left out.
 
     The returned monitor's ``checkpoints`` is a dict: ``root``, ``position``,
-    ``checkpoints`` (the number scored), ``skipped`` ({folder name: why}),
+    ``scored`` (the number of checkpoints scored), ``skipped`` ({folder name: why}),
     ``prompts`` (the number scored), ``prompts_left_out`` (longer than the
     model's ``context`` positions) and ``context``.
     """
@@ -751,8 +751,8 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
     tokenizer.padding_side = "right"
     prompts = list(prompts)
     lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]]
-    series = {"root": str(root), "position": position if isinstance(position, (int, str)) else "mask",
-              "checkpoints": 0, "skipped": {}}
+    shown = position if isinstance(position, str) else int(position) if np.ndim(position) == 0 else "mask"
+    series = {"root": str(root), "position": shown, "scored": 0, "skipped": {}}
     monitor = None
     for step, folder in found:
         try:
@@ -774,7 +774,7 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
             monitor.checkpoints = series
         monitor.model = net
         monitor.record(step)
-        series["checkpoints"] += 1
+        series["scored"] += 1
         del net
         if out is not None:
             _save_series(monitor, out)
