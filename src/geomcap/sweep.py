@@ -8,8 +8,8 @@
 Executors: anything whose ``submit(fn, *args)`` returns an object with
 ``done()`` and ``result()`` -- local worker processes (the default: one
 ``ProcessPoolExecutor`` each, so a worker that dies fails only the run it was
-training), ``concurrent.futures.ProcessPoolExecutor``, submitit's ``AutoExecutor`` (Slurm) or ``DebugExecutor``, a
-``dask.distributed.Client``. Each run is written to the run store under its
+training), a ``concurrent.futures.ProcessPoolExecutor``, submitit's
+``AutoExecutor`` (Slurm) or ``DebugExecutor``, a ``dask.distributed.Client``. Each run is written to the run store under its
 config hash, so a sweep is resumable: finished runs are reused, interrupted
 ones resume from their last checkpoint. A failing run is reported with its
 error and does not stop the others.
@@ -130,11 +130,11 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
 
     With no executor, ``workers`` local processes (default: one per core), each a
     ProcessPoolExecutor of its own (:class:`LocalWorkers`: a worker that dies takes
-    down only the run it was training, reported with the cause; the others go on), with
-    ``threads`` torch threads in each (default 1: a
-    multi-threaded step waits for its descheduled threads when other work shares
-    the cores, and a run's metrics are byte-identical only at a fixed thread count,
-    which its config.json records).
+    down only the run it was training, reported with the cause; the others go on),
+    with ``threads`` torch threads in each (default 1: a multi-threaded step waits
+    for its descheduled threads when other work shares the cores, and a run's
+    metrics are byte-identical only at a fixed thread count, which its config.json
+    records). A run that another process is writing is skipped (``RunResult.locked``).
     With ``pack`` = K, runs that share a preset, steps and batch size train in packs of up to K,
     each pack one batched computation in one worker (``geomcap.packed``); a RunResult's
     ``seconds`` is then its pack's wall time.
