@@ -77,7 +77,7 @@ def test_train_then_show(tmp_path):
     assert result.returncode == 0, result.stderr
     shown = run("show", str(out_dir))
     assert shown.returncode == 0, shown.stderr
-    for fragment in ("parity/easy", "accuracy", "rankme", "top-down", "precursors"):
+    for fragment in ("parity/easy", "accuracy", "rankme", "top-down", "the paper's reading"):
         assert fragment in shown.stdout
     listed = run("runs", "--root", str(tmp_path), "--csv", str(tmp_path / "index.csv"))
     assert listed.returncode == 0 and "parity" in listed.stdout
@@ -115,7 +115,7 @@ def _tiny_run(tmp_path):
     acc = (steps >= 900).astype(float)
     rows = [(s, -1, "accuracy", a) for s, a in zip(steps, acc)]
     rows += [(s, -1, "test_loss", 3.0 - 2.5 * a) for s, a in zip(steps, acc)]
-    rows += [(s, -1, "llc", float("nan") if s == 20 else 5.0 + (s >= 500)) for s in steps]
+    rows += [(s, -1, "llc", float("nan") if s == 20 else 5.0 + (s >= 700)) for s in steps]
     rows += [(s, layer, "rankme", np.interp(s, [0, 30, 90, 1200], [40.0, 3.0, 30.0, 30.0]) if layer else 1.0)
              for s in steps for layer in (0, 1, 2)]
     run_dir = tmp_path / "run"
@@ -139,7 +139,9 @@ def test_show_json_is_strict_on_a_minimal_config_and_a_bare_metrics_file(tmp_pat
     assert summary["acquisition_step"] == 900 and summary["last_step"] == 1200
     assert out["chance_known"] is True and out["status"]["stopped_at"] == 1200
     llc = summary["precursors"]["llc"]
-    assert llc["is_precursor"] is True and llc["gap_checkpoints"] == 20 and llc["leads_test_loss"] is True
+    # read from step 300: a baseline of 16 checkpoints (to 600), the rise at 700 seen at 720
+    assert llc["measure_step"] == 720 and llc["is_precursor"] is True and llc["gap_checkpoints"] == 9
+    assert llc["leads_test_loss"] is True and llc["informative"] is True
     assert summary["precursors"]["test_loss"]["leads_test_loss"] is None
     assert summary["top_down"]["rho_step"] is None  # undefined (one informative layer): null, not NaN
     json.dumps(out, allow_nan=False)

@@ -1150,15 +1150,24 @@ def _precursor_reading(metrics, steps, accuracy, present, start, threshold, pati
         found[name] = (layer, p)
     loss = found.get("test_loss")
     loss_step = None if loss is None else loss[1].measure_step
+    # the first step at which the rule can decide anything (the checkpoint after its baseline): a run acquired
+    # by then leaves no room for a lead, so the reading is undefined there, not "no precursor"
+    readable = steps[steps >= (start or 0)]
+    room = int(readable[TRANSITION_BASELINE]) if readable.size > TRANSITION_BASELINE else None
+    acq = next(iter(found.values()))[1].acquisition_step if found else None
+    no_room = acq is not None and (room is None or acq <= room)
     out = {}
     for name, (layer, p) in found.items():
         t, leads = p.measure_step, None
         if name != "test_loss" and t is not None and "test_loss" in found:
             # a test loss with no transition in the record moves later than any transition in it
             leads = True if loss_step is None else _lead(steps, t, loss_step, min_lead).is_precursor
-        out[name] = {**p.__dict__, "test_loss_step": loss_step, "leads_test_loss": leads,
-                     "informative": bool(p.is_precursor and leads), "reading": reading, "start": start,
-                     "layer": layer}
+        entry = {**p.__dict__, "test_loss_step": loss_step, "leads_test_loss": leads,
+                 "informative": bool(p.is_precursor and leads), "reading": reading, "start": start,
+                 "room_step": room, "layer": layer}
+        if no_room:
+            entry.update(is_precursor=None, informative=None)
+        out[name] = entry
     return out
 
 
@@ -1217,11 +1226,12 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = 0.5, patience:
         for every series of :data:`PRECURSOR_MEASURES` in the table, a dict with
         ``measure_step`` (its transition, :func:`transition_step`), ``acquisition_step``,
         ``gap_steps``, ``gap_checkpoints``, ``gap_share`` (gap / acquisition step),
-        ``is_precursor`` (gap_checkpoints >= ``min_lead``), ``test_loss_step`` (the test
+        ``is_precursor`` (gap_checkpoints >= ``min_lead``; None when the run was acquired before the rule
+        could decide anything, at ``room_step``, the checkpoint after its baseline), ``test_loss_step`` (the test
         loss's transition, same reading), ``leads_test_loss`` (the transition precedes the test
         loss's by >= ``min_lead`` checkpoints, or the test loss has none; None when the series has
         no transition, or for the test loss itself), ``informative`` (is_precursor and
-        leads_test_loss), ``reading``, ``start`` and ``layer``;
+        leads_test_loss; None where is_precursor is), ``reading``, ``start``, ``room_step`` and ``layer``;
         ``top_down``: :func:`top_down` on the pre-LayerNorm residual streams
         (layers ``0..L-1`` of ``measure`` and, at ``L``, ``<measure>_residual``
         when recorded; else the post-LayerNorm output, said in ``basis``),
