@@ -776,3 +776,24 @@ def test_geometry_share_text_counts_the_runs_over_the_limit_and_how_long_they_tr
     under = results.geometry_share_text(index.assign(geometry_share=[0.05, 0.04, 0.02, 0.01]), 0.10, 128)
     assert under.endswith("None exceeds the target of 10%.")
     assert results.geometry_share_text(index.assign(geometry_share=None), 0.10, 128).startswith("No committed run")
+
+
+def test_claim_effects_put_the_real_runs_beside_the_controls():
+    real = pd.DataFrame({"task": ["copy", "add", "mod", "parity"], "level": "medium", "size": "405k-deep",
+                         "acquisition_step": pd.array([500] * 4, dtype="Int64"), "plateau_fraction": 0.0,
+                         "rankme_collapsed": True, "rankme_recovery_step": pd.array([60] * 4, dtype="Int64"),
+                         "rankme_floor_value": [1.0, 1.5, 2.0, 2.5], "top_down_rho_step": [-1.0, -1.0, -1.0, np.nan]})
+    control = real.assign(acquisition_step=pd.array([None] * 4, dtype="Int64"),
+                          rankme_recovery_step=pd.array([None, None, None, 60], dtype="Int64"),
+                          top_down_rho_step=[-1.0, 0.5, 0.5, 0.5], rankme_floor_value=4.0)
+    probes = pd.DataFrame({"task": ["copy", "add"], "level": "medium", "size": "405k-deep", "c4_holds": [True, False]})
+    analysis = {"summary": real, "control": control, "warmup0": None, "probes": probes, "control_probes": None}
+    effects = results.claim_effects(analysis).set_index(["claim", "arm"])
+    assert effects.loc[("C1", "real"), "value"] == 1.0 and effects.loc[("C1", "control"), "value"] == 0.25
+    assert effects.loc[("C2", "real"), "value"] == 2.0 and effects.loc[("C2", "control"), "value"] == 4.0
+    assert effects.loc[("C3", "real"), ["value", "runs"]].tolist() == [1.0, 3]  # the undefined run is left out
+    assert effects.loc[("C3", "warmup 0"), "runs"] == 0 and np.isnan(effects.loc[("C3", "warmup 0"), "value"])
+    assert effects.loc[("C4", "real"), "value"] == 0.5
+    from geomcap import plots
+    fig = plots.claim_effects_figure(results.claim_effects(analysis))
+    assert [ax.get_title() for ax in fig.axes] == ["C1", "C2", "C3", "C4"]

@@ -651,3 +651,37 @@ def layer_collapse_steps(by_series, ncols: int = 3):
                bbox_to_anchor=(0.5, 1.04), fontsize="small")
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     return fig
+
+
+def claim_effects_figure(effects):
+    """Per claim, the effect in the real runs beside the controls, each a point with its 95% interval over
+    settings (:func:`geomcap.results.claim_effects`): one panel per claim, one row per arm; an arm with no
+    run is written out, not drawn."""
+    claims = list(dict.fromkeys(effects["claim"]))
+    fig, axes = plt.subplots(1, len(claims), figsize=(3.0 * len(claims), 2.6), squeeze=False)
+    colours = {"real": "C0", "control": "C3", "warmup 0": "C2"}
+    for ax, claim in zip(axes[0], claims):
+        rows = effects[effects["claim"] == claim].reset_index(drop=True)
+        for i, row in rows.iterrows():
+            y = len(rows) - 1 - i
+            colour = colours.get(row["arm"], "0.3")
+            if np.isfinite(row["value"]):
+                low, high = row["low"], row["high"]
+                if np.isfinite(low) and np.isfinite(high):
+                    ax.plot([low, high], [y, y], color=colour, linewidth=2, alpha=0.6)
+                ax.plot(row["value"], y, "o", color=colour)
+            else:
+                ax.text(0.5, y, "no run", transform=ax.get_yaxis_transform(), ha="center", va="center",
+                        color="0.4", fontsize="small")
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([f"{arm} ({n})" for arm, n in zip(rows["arm"][::-1], rows["runs"][::-1])],
+                           fontsize="small")
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        statistic = rows["statistic"].iloc[0]
+        if "floor" not in statistic:
+            ax.set_xlim(-0.05, 1.05)
+        ax.set_title(claim, fontsize="medium")
+        ax.set_xlabel(statistic, fontsize="small")
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig

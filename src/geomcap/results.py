@@ -1685,31 +1685,100 @@ def load_arms(root="", controls_root=None) -> dict:
     return {"real": real, "control": others[is_control], "warmup0": others[warmup0]}
 
 
+def analyse_claims(root="", small: str = "405k", large: str = "1.3m", controls_root=None) -> dict:
+    """Everything the claims table reads, computed once from a store ("" = the committed data/runs, with the
+    negative controls and the warmup-0 arm of data/controls): ``arms`` (:func:`load_arms`), ``summary``,
+    ``centred``, ``control`` and ``warmup0`` (:func:`summary_table` of each; None when absent), ``probes``,
+    ``selectivity``, ``control_probes``, ``correlations``, ``concordance`` and ``size_ratio``."""
+    arms = load_arms(root, controls_root)
+    runs = arms["real"]
+    probe_measures = ["accuracy", "first_token_accuracy", "probe_accuracy", "probe_control_accuracy", "rankme"]
+    metrics = load_metrics(runs, measures=probe_measures)
+    summary = summary_table(runs)
+    out = {"arms": arms, "summary": summary, "centred": summary_table(runs, measure="rankme_centred"),
+           "control": summary_table(arms["control"]) if len(arms["control"]) else None,
+           "warmup0": summary_table(arms["warmup0"]) if len(arms["warmup0"]) else None,
+           "probes": probe_table(metrics, runs), "selectivity": selectivity_table(metrics, runs),
+           "control_probes": (probe_table(load_metrics(arms["control"], measures=probe_measures), arms["control"])
+                              if len(arms["control"]) else None),
+           "correlations": trajectory_correlation(metrics, runs, small, large),
+           "concordance": timing_concordance(summary, small, large), "size_ratio": size_ratio(runs, small, large)}
+    return out
+
+
+def claims_from_analysis(a: dict, pythia_summary: pd.DataFrame | None = None) -> list[dict]:
+    """The claim rows (C1-C6, C8; C7 between C6 and C8 with ``pythia_summary``) of an :func:`analyse_claims`."""
+    rows = [claim_c1(a["summary"], a["centred"], a["control"]), claim_c2(a["summary"], a["centred"], a["control"]),
+            claim_c3(a["summary"], a["control"]), claim_c4(a["probes"], a["selectivity"], a["control_probes"]),
+            claim_c5(a["summary"]), claim_c6(a["summary"]),
+            claim_c8(a["correlations"], a["concordance"], a["size_ratio"])]
+    if pythia_summary is not None:
+        rows.insert(6, claim_c7(pythia_summary))
+    return rows
+
+
 def task_claims_from_store(root="", small: str = "405k", large: str = "1.3m",
                            pythia_summary: pd.DataFrame | None = None, controls_root=None) -> list[dict]:
     """The claims on the algorithmic tasks (C1-C6, C8) over all complete runs of a store ("" = the committed
     data/runs, with the negative controls of data/controls), each as a :func:`claim_row` with its verdict:
     the book's results page. With ``pythia_summary`` (:func:`geomcap.pythia.gap_table`) C7 is included
     between C6 and C8; without it the caller adds C7 (:func:`geomcap.pythia.c7_claim_from_store`)."""
-    arms = load_arms(root, controls_root)
-    runs = arms["real"]
-    summary = summary_table(runs)
-    centred = summary_table(runs, measure="rankme_centred")
-    control = summary_table(arms["control"]) if len(arms["control"]) else None
-    probe_measures = ["accuracy", "first_token_accuracy", "probe_accuracy", "probe_control_accuracy", "rankme"]
-    metrics = load_metrics(runs, measures=probe_measures)
-    probes = probe_table(metrics, runs)
-    selectivity = selectivity_table(metrics, runs)
-    control_probes = (probe_table(load_metrics(arms["control"], measures=probe_measures), arms["control"])
-                      if len(arms["control"]) else None)
-    correlations = trajectory_correlation(metrics, runs, small, large)
-    concordance = timing_concordance(summary, small, large)
-    rows = [claim_c1(summary, centred, control), claim_c2(summary, centred, control), claim_c3(summary, control),
-            claim_c4(probes, selectivity, control_probes), claim_c5(summary), claim_c6(summary),
-            claim_c8(correlations, concordance, size_ratio(runs, small, large))]
-    if pythia_summary is not None:
-        rows.insert(6, claim_c7(pythia_summary))
-    return rows
+    return claims_from_analysis(analyse_claims(root, small, large, controls_root), pythia_summary)
+
+
+EFFECT_COLUMNS = ["claim", "statistic", "arm", "value", "low", "high", "runs"]
+
+
+def _effect(claim, statistic, arm, table, column=None, value_of=None) -> dict:
+    """One row of :func:`claim_effects`: a share of the boolean ``column`` (or a statistic ``value_of(table)``)
+    over ``table``'s runs, with its :func:`setting_bootstrap` interval."""
+    if table is None or table.empty:
+        return {"claim": claim, "statistic": statistic, "arm": arm, "value": np.nan, "low": np.nan, "high": np.nan,
+                "runs": 0}
+    if column is not None:
+        r = rate_interval(table, column)
+        return {"claim": claim, "statistic": statistic, "arm": arm, "value": r["rate"], "low": r["low"],
+                "high": r["high"], "runs": r["n"]}
+    low, high = setting_bootstrap(table, value_of)
+    return {"claim": claim, "statistic": statistic, "arm": arm, "value": value_of(table), "low": low, "high": high,
+            "runs": len(table)}
+
+
+def claim_effects(a: dict) -> pd.DataFrame:
+    """Per claim, the effect in the real runs beside the negative controls (and, for C3, the warmup-0 arm),
+    each with a 95% interval over settings: the results page's opening figure. From an
+    :func:`analyse_claims`. Statistics: C1 runs that collapse then recover; C2 MOD's mean floor; C3 runs
+    top-down; C4 runs whose probe beats the model's baselines; C5 hard runs where a series is informative
+    (RankMe against the baselines read the same way). Real runs are those of the controls' settings
+    (:func:`matched`) where a control exists, all of them for C4-C5."""
+    summary, control, warm = a["summary"], a["control"], a["warmup0"]
+    same = matched(summary, control)
+    rows = []
+
+    def flag(table, series):
+        return None if table is None else table.assign(_flag=series(table))
+
+    recovers = collapse_recovers
+    rows += [_effect("C1", "runs that collapse then recover", arm, flag(t, recovers), "_flag")
+             for arm, t in (("real", same), ("control", control))]
+    mod_floor = lambda t: float(pd.to_numeric(t["rankme_floor_value"], errors="coerce").mean())  # noqa: E731
+    rows += [_effect("C2", "MOD's mean RankMe floor", arm, None if t is None else t[t["task"] == "mod"],
+                     value_of=mod_floor) for arm, t in (("real", same), ("control", control))]
+    top = lambda t: pd.to_numeric(t["top_down_rho_step"], errors="coerce").lt(0).where(  # noqa: E731
+        pd.to_numeric(t["top_down_rho_step"], errors="coerce").notna())
+    rows += [_effect("C3", "runs top-down", arm, flag(t, top), "_flag")
+             for arm, t in (("real", same), ("control", control), ("warmup 0", warm))]
+    probes = a["probes"]
+    rows += [_effect("C4", "runs whose probe beats the model", arm, t, "c4_holds")
+             for arm, t in (("real", probes), ("control", a["control_probes"]))]
+    hard = summary[difficulty_class(summary) == "hard"]
+    for measure in ("rankme", *BASELINES[1:]):
+        column = f"{measure}_is_precursor"
+        if column in hard:
+            t = hard[hard[column].notna()]
+            t = t.assign(_flag=t[column].astype(bool) & t[f"{measure}_leads_test_loss"].fillna(False).astype(bool))
+            rows.append(_effect("C5", "hard runs where it is informative", measure, t, "_flag"))
+    return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 
 def book_table(table: pd.DataFrame, digits: int = 3, index: bool = False):
