@@ -1,5 +1,6 @@
 """Figures draw from a real (tiny) run without error and show what they claim."""
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -211,3 +212,74 @@ def test_geometry_share_figure_one_colour_per_preset_and_the_target_line():
     assert [line.get_ydata()[0] for line in ax.lines] == [0.10]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["405k", "target: 10%"]
     plt.close(fig)
+
+
+def test_arm_curves_one_panel_per_task_one_colour_per_arm_up_to_max_step():
+    import pandas as pd
+    from matplotlib.colors import to_rgb
+
+    rows = []
+    for run, task, arm in (("r", "mod", "real"), ("c0", "mod", "control"), ("c1", "mod", "control"),
+                           ("a", "add", "control")):
+        for step, value in ((0, 5.0), (10, 1.5), (500, 3.0), (2000, 4.0)):
+            base = {"run": run, "task": task, "level": "medium", "size": "405k-deep", "seed": 0, "arm": arm,
+                    "step": step, "measure": "rankme", "value": value}
+            rows += [{**base, "layer": 0, "value": 9.0}, {**base, "layer": 6}]  # the final layer is drawn
+    fig = plots.arm_curves(pd.DataFrame(rows), max_step=1000)
+    mod, add = [ax for ax in fig.axes if ax.get_visible()]
+    assert mod.get_title() == "mod (medium 405k-deep)" and len(mod.lines) == 3 and len(add.lines) == 1
+    assert list(mod.lines[0].get_xdata()) == [0, 10, 500] and list(mod.lines[0].get_ydata()) == [5.0, 1.5, 3.0]
+    assert [to_rgb(line.get_color()) for line in mod.lines] == [to_rgb(plots.ARM_COLORS[a])
+                                                               for a in ("real", "control", "control")]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["real", "control"]
+
+
+def test_top_down_arms_draws_each_run_and_writes_out_an_empty_arm():
+    import numpy as np
+    import pandas as pd
+
+    by_arm = pd.DataFrame([
+        {"arm": "real", "rho_step": -1.0, "collapse_steps": [12.0, 9.0, 6.0]},
+        {"arm": "real", "rho_step": -0.5, "collapse_steps": [10.0, 8.0, 9.0]},
+        {"arm": "control", "rho_step": np.nan, "collapse_steps": []}])
+    fig = plots.top_down_arms(by_arm, ["real", "control", "warmup 0"])
+    ax_rho, ax_step = fig.axes
+    assert [t.get_text() for t in ax_rho.get_xticklabels()] == ["real\n(2 runs)", "control\n(1 runs)",
+                                                                 "warmup 0\n(0 runs)"]
+    assert sorted(ax_rho.collections[0].get_offsets()[:, 1]) == [-1.0, -0.5]  # the undefined rho is not drawn
+    assert len(ax_rho.collections) == 1                                      # (nor a point for the control)
+    median = [line for line in ax_rho.lines if len(line.get_xdata()) == 2 and line.get_ydata()[0] != 0]
+    assert list(median[0].get_ydata()) == [-0.75, -0.75]
+    spans = [sorted(line.get_ydata()) for line in ax_step.lines if len(line.get_xdata()) == 2]
+    assert spans == [[6.0, 12.0], [8.0, 10.0]] and ax_step.get_yscale() == "log"
+    assert any(t.get_text() == "no run" for t in ax_step.texts) and len(ax_step.texts) == 1
+
+
+def test_selectivity_layers_one_panel_per_arm_median_per_layer():
+    import pandas as pd
+
+    rows = [{"arm": arm, "run": run, "layer": layer, "probe": p + 0.1 * layer, "control": c}
+            for arm, run, p, c in (("real", "a", 0.5, 0.2), ("real", "b", 0.7, 0.4), ("control", "c", 0.3, 0.3))
+            for layer in range(3)]
+    fig = plots.selectivity_layers(pd.DataFrame(rows))
+    real, control = [ax for ax in fig.axes if ax.get_visible()]
+    assert real.get_title() == "real (2 runs)" and control.get_title() == "control (1 runs)"
+    medians = {line.get_label(): list(line.get_ydata()) for line in real.lines if "median" in line.get_label()}
+    assert medians["probe: true answer (median)"] == pytest.approx([0.6, 0.7, 0.8])
+    assert medians["probe: control task (median)"] == pytest.approx([0.3, 0.3, 0.3])
+    assert len(real.lines) == 6  # per run two thin lines, and the two medians
+    single = plots.selectivity_layers(pd.DataFrame(rows).drop(columns="arm"))
+    assert [ax.get_title() for ax in single.axes if ax.get_visible()] == ["runs (3 runs)"]
+
+
+def test_acquisition_regime_places_runs_by_recovery_and_counts_the_rest():
+    import pandas as pd
+
+    summary = pd.DataFrame({"acquisition_step": pd.array([50, 900, 400, None], dtype="Int64"),
+                            "rankme_recovery_step": pd.array([80, 300, None, 40], dtype="Int64")})
+    fig = plots.acquisition_regime(summary, pd.Series(["easy", "hard", "intermediate", "not acquired"]))
+    ax = fig.axes[0]
+    points = {c.get_label(): c.get_offsets().tolist() for c in ax.collections}
+    assert points == {"easy (1)": [[80.0, 50.0]], "hard (1)": [[300.0, 900.0]]}
+    assert ax.get_title() == "acquired during the collapse: 1 of 3\n(1 acquired without a recovery, not drawn)"
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"

@@ -653,13 +653,17 @@ def layer_collapse_steps(by_series, ncols: int = 3):
     return fig
 
 
+#: one colour per arm (real runs, negative controls, warmup 0), in every figure that compares them
+ARM_COLORS = {"real": "C0", "control": "C3", "warmup 0": "C2"}
+
+
 def claim_effects_figure(effects):
     """Per claim, the effect in the real runs beside the controls, each a point with its 95% interval over
     settings (:func:`geomcap.results.claim_effects`): one panel per claim, one row per arm; an arm with no
     run is written out, not drawn."""
     claims = list(dict.fromkeys(effects["claim"]))
     fig, axes = plt.subplots(1, len(claims), figsize=(3.0 * len(claims), 2.6), squeeze=False)
-    colours = {"real": "C0", "control": "C3", "warmup 0": "C2"}
+    colours = ARM_COLORS
     for ax, claim in zip(axes[0], claims):
         rows = effects[effects["claim"] == claim].reset_index(drop=True)
         for i, row in rows.iterrows():
@@ -683,5 +687,154 @@ def claim_effects_figure(effects):
         ax.set_title(claim, fontsize="medium")
         ax.set_xlabel(statistic, fontsize="small")
         ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+# --- The negative controls beside the real runs (claims C1-C4) ---
+
+
+def _no_run(ax, text: str = "no run") -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
+
+
+def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: int = 4):
+    """One panel per task: the final layer's ``measure`` against training step up to ``max_step``, one
+    thin line per run (seed), coloured by its arm (``metrics``' ``arm`` column: "real", "control", "warmup
+    0"), so the negative controls are seen beside the real runs of the same settings. Panel titles name
+    the task's level(s) and size(s); one legend lists the arms drawn."""
+    set_style()
+    rows = events.final_layer_rows(metrics, measure)
+    rows = rows[rows["step"] <= max_step]
+    tasks = list(dict.fromkeys(rows["task"]))
+    fig, axes, used = _panels(max(1, len(tasks)), ncols, 3.3, 2.6)
+    for ax, task in zip(used, tasks):
+        sel = rows[rows["task"] == task]
+        for (arm, _), run in sel.groupby(["arm", "run"], sort=False):
+            run = run.sort_values("step")
+            ax.plot(run["step"], run["value"], color=ARM_COLORS.get(arm, "0.3"), linewidth=0.9, alpha=0.8,
+                    label=arm)
+        settings = ", ".join(f"{level} {size}" for level, size in
+                             sel[["level", "size"]].drop_duplicates().itertuples(index=False))
+        ax.set_title(f"{task} ({settings})", fontsize="medium")
+        _step_axis(ax, sel["step"].to_numpy())
+        ax.set_ylabel(f"{measure}, final layer" if ax in axes[:, 0] else "")
+    if not tasks:
+        _no_run(used[0], f"no run records {measure}")
+    unique = _legend_entries(used)
+    if unique:
+        fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02),
+                   fontsize="small", title="one line per run")
+    fig.tight_layout(rect=(0, 0, 1, 0.88 if len(used) <= ncols else 0.94))
+    return fig
+
+
+def top_down_arms(by_arm, arms):
+    """C3's statistic per arm (rows of :func:`geomcap.results.top_down_by_series` with an ``arm`` column),
+    every arm of ``arms`` in that order, an arm with no run written out: left, each run's ``rho_step``
+    (< 0: top-down; the bar is the arm's median); right, each run's half-drop steps (the line spans its
+    informative layers' earliest to latest, the dot is their median; log scale)."""
+    set_style()
+    fig, (ax_rho, ax_step) = plt.subplots(1, 2, figsize=(9.5, 3.4))
+    rng = np.random.default_rng(0)  # the jitter that keeps equal values apart, the same at every draw
+    for x, arm in enumerate(arms):
+        rows = by_arm[by_arm["arm"] == arm]
+        colour = ARM_COLORS.get(arm, "0.3")
+        if rows.empty:
+            for ax in (ax_rho, ax_step):
+                ax.text(x, 0.75, "no run", transform=ax.get_xaxis_transform(), ha="center", color="0.4")
+            continue
+        rho = rows["rho_step"].to_numpy(float)
+        defined = np.isfinite(rho)
+        if defined.any():
+            ax_rho.scatter(x + rng.uniform(-0.2, 0.2, defined.sum()), rho[defined], s=14, color=colour, alpha=0.7)
+            ax_rho.plot([x - 0.3, x + 0.3], [np.median(rho[defined])] * 2, color="k", linewidth=1.5)
+        offsets = np.linspace(-0.3, 0.3, len(rows)) if len(rows) > 1 else [0.0]
+        for dx, run in zip(offsets, rows.itertuples()):
+            steps = np.asarray(run.collapse_steps, dtype=float)
+            if steps.size:
+                ax_step.plot([x + dx] * 2, [steps.min(), steps.max()], color=colour, linewidth=1, alpha=0.7)
+                ax_step.plot(x + dx, np.median(steps), "o", color=colour, markersize=3)
+    for ax in (ax_rho, ax_step):
+        ax.set_xticks(range(len(arms)))
+        ax.set_xticklabels([f"{arm}\n({int((by_arm['arm'] == arm).sum())} runs)" for arm in arms])
+        ax.set_xlim(-0.6, len(arms) - 0.4)
+    ax_rho.axhline(0, color="0.3", linewidth=1)
+    ax_rho.set_ylim(-1.1, 1.1)
+    ax_rho.set_ylabel("rho_step (depth vs half-drop step)\n< 0: top-down")
+    ax_step.set_yscale("log")
+    ax_step.set_ylabel("half-drop step (informative layers)")
+    fig.tight_layout()
+    return fig
+
+
+def selectivity_layers(selectivity, ncols: int = 3):
+    """C4's control task (:func:`geomcap.results.selectivity_table`, with an optional ``arm`` column): one
+    panel per arm, the probe's accuracy on the true answer (blue) and on the control task (red, dashed) per
+    layer, averaged over the checkpoints below 50% exact match; thin lines one per run, thick the median
+    over runs. Selectivity is the gap between the two."""
+    set_style()
+    table = selectivity if "arm" in selectivity else selectivity.assign(arm="runs")
+    arms = list(dict.fromkeys(table["arm"]))
+    fig, axes, used = _panels(max(1, len(arms)), ncols, 3.6, 2.8, sharey=True)
+    for ax, arm in zip(used, arms):
+        rows = table[table["arm"] == arm]
+        for column, colour, style, label in (("probe", "C0", "-", "probe: true answer"),
+                                             ("control", "C3", "--", "probe: control task")):
+            for _, run in rows.groupby("run", sort=False):
+                run = run.sort_values("layer")
+                ax.plot(run["layer"], run[column], color=colour, linestyle=style, linewidth=0.7, alpha=0.35)
+            median = rows.groupby("layer")[column].median()
+            ax.plot(median.index, median.to_numpy(), color=colour, linestyle=style, linewidth=2.2,
+                    marker="o", markersize=3, label=f"{label} (median)")
+        ax.set_title(f"{arm} ({rows['run'].nunique()} runs)", fontsize="medium")
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_ylabel("probe accuracy" if ax in axes[:, 0] else "")
+        ax.set_ylim(-0.02, 1.02)
+    if not arms:
+        _no_run(used[0], "no run records the control task")
+    unique = _legend_entries(used)
+    if unique:
+        fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.03),
+                   fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    return fig
+
+
+def acquisition_regime(summary, classes):
+    """C6's regime: each acquired run's acquisition step against its final-layer RankMe recovery step (log
+    axes), coloured by ``classes`` (a Series aligned with ``summary``: the difficulty from behaviour). On or
+    below the diagonal a run was acquired by the time RankMe recovered: during the collapse, the paper's
+    easy regime. Acquired runs whose collapse never recovered cannot be placed; the title counts them."""
+    import pandas as pd
+
+    set_style()
+    acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
+    rec = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
+    groups = pd.Series(np.asarray(classes), index=summary.index)
+    placed = acq.notna() & rec.notna() & (acq > 0) & (rec > 0)
+    fig, ax = plt.subplots(figsize=(5.2, 4.2))
+    for name in [c for c in CLASS_COLORS if c in set(groups[placed])]:
+        sel = placed & (groups == name)
+        ax.scatter(rec[sel].astype(float), acq[sel].astype(float), s=18, color=CLASS_COLORS[name], alpha=0.8,
+                   label=f"{name} ({int(sel.sum())})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if placed.any():
+        low = float(min(acq[placed].min(), rec[placed].min())) / 1.5
+        high = float(max(acq[placed].max(), rec[placed].max())) * 1.5
+        ax.plot([low, high], [low, high], color="0.3", linewidth=1, linestyle="--",
+                label="acquired when RankMe recovers")
+        ax.set_xlim(low, high)
+        ax.set_ylim(low, high)
+        ax.legend(title="class (behaviour)", fontsize="small", loc="lower right")  # below the diagonal: few runs
+    else:
+        _no_run(ax, "no acquired run with a RankMe recovery")
+    during = int((placed & (acq <= rec)).sum())
+    unplaced = int((acq.notna() & ~placed).sum())
+    ax.set_title(f"acquired during the collapse: {during} of {int(acq.notna().sum())}"
+                 + (f"\n({unplaced} acquired without a recovery, not drawn)" if unplaced else ""), fontsize="medium")
+    ax.set_xlabel("RankMe recovery step (final layer)")
+    ax.set_ylabel("acquisition step")
     fig.tight_layout()
     return fig
