@@ -253,6 +253,9 @@ def test_top_down_arms_draws_each_run_and_writes_out_an_empty_arm():
     spans = [sorted(line.get_ydata()) for line in ax_step.lines if len(line.get_xdata()) == 2]
     assert spans == [[6.0, 12.0], [8.0, 10.0]] and ax_step.get_yscale() == "log"
     assert any(t.get_text() == "no run" for t in ax_step.texts) and len(ax_step.texts) == 1
+    marked = plots.top_down_arms(by_arm, ["real"], warmup=100).axes[1]
+    assert [line.get_ydata()[0] for line in marked.lines if line.get_linestyle() == ":"] == [100]
+    assert [t.get_text() for t in marked.texts] == ["warmup ends"]
 
 
 def test_selectivity_layers_one_panel_per_arm_median_per_layer():

@@ -729,11 +729,12 @@ def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: in
     return fig
 
 
-def top_down_arms(by_arm, arms):
+def top_down_arms(by_arm, arms, warmup: float | None = None):
     """C3's statistic per arm (rows of :func:`geomcap.results.top_down_by_series` with an ``arm`` column),
     every arm of ``arms`` in that order, an arm with no run written out: left, each run's ``rho_step``
     (< 0: top-down; the bar is the arm's median); right, each run's half-drop steps (the line spans its
-    informative layers' earliest to latest, the dot is their median; log scale)."""
+    informative layers' earliest to latest, the dot is their median; log scale), with ``warmup`` (the
+    step the real runs' learning-rate warmup ends) as a dotted line."""
     set_style()
     fig, (ax_rho, ax_step) = plt.subplots(1, 2, figsize=(9.5, 3.4))
     rng = np.random.default_rng(0)  # the jitter that keeps equal values apart, the same at every draw
@@ -764,6 +765,10 @@ def top_down_arms(by_arm, arms):
     ax_rho.set_ylabel("rho_step (depth vs half-drop step)\n< 0: top-down")
     ax_step.set_yscale("log")
     ax_step.set_ylabel("half-drop step (informative layers)")
+    if warmup:
+        ax_step.axhline(warmup, color=PAPER_COLOR, linestyle=":", linewidth=1)
+        ax_step.text(len(arms) - 0.45, warmup, "warmup ends", ha="right", va="bottom", fontsize="small",
+                     color=PAPER_COLOR)
     fig.tight_layout()
     return fig
 
