@@ -1,32 +1,58 @@
-"""The claims table, pinned: the verdicts and our numbers computed from the frozen first grid.
+"""The claims table the book publishes, pinned: the verdicts, our numbers and the controls' on the committed
+runs (data/runs with the negative controls of data/controls) and on the frozen first grid (data/runs-v1).
 
-The first grid (data/runs-v1) no longer changes, so a change in the analysis that moves one of its
-numbers fails here until this file is updated on purpose (the re-run in data/runs grows as its runs
-land, so its table cannot be pinned): ``GEOMCAP_UPDATE_GOLDEN=1 pytest tests/test_golden_claims.py``
-rewrites ``tests/golden/claims.json`` (commit it with the change that moved the numbers).
+A change in the analysis or in the committed data that moves one of these numbers fails here until this file
+is updated on purpose: ``GEOMCAP_UPDATE_GOLDEN=1 pytest tests/test_golden_claims.py`` rewrites
+``tests/golden/claims.json`` and the README's "What it finds" list (commit them with the change that moved the
+numbers, saying why). The README's list is the published table's, so a verdict that changes fails here until
+the paragraph is updated too.
 """
 import json
 import os
+import re
 from pathlib import Path
+
+import pytest
 
 from geomcap import pythia, results, store
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "claims.json"
+README = Path(__file__).resolve().parents[1] / "README.md"
+FINDINGS = re.compile(r"(<!-- findings:start -->\n)(.*?)(\n<!-- findings:end -->)", re.S)
 
 
-def published_claims() -> list[dict]:
-    """The results page's table computed on the first grid: C1-C6 and C8 from data/runs-v1, C7 from the
-    committed stand-in."""
-    rows = results.task_claims_from_store(store.committed_data("runs-v1"))
-    rows.insert(6, pythia.c7_claim_from_store())
-    return [{"claim": r["claim"], "ours": r["ours"], "verdict": r["verdict"]} for r in rows]
+@pytest.fixture(scope="module")
+def published():
+    """The results page's table on data/runs (with the controls) and the first grid's table, C7 from the
+    committed stand-in in both."""
+    c7 = pythia.c7_claim_from_store()
+    tables = {}
+    for name, root in (("runs", ""), ("runs-v1", store.committed_data("runs-v1"))):
+        rows = results.task_claims_from_store(root)
+        rows.insert(6, c7)
+        tables[name] = rows
+    return tables
 
 
-def test_the_published_claims_table_is_unchanged():
-    table = published_claims()
+def _pinned(rows):
+    return [{"claim": r["claim"], "ours": r["ours"], "control": r["control"], "verdict": r["verdict"]} for r in rows]
+
+
+def test_the_published_claims_tables_are_unchanged(published):
+    tables = {name: _pinned(rows) for name, rows in published.items()}
+    readme = README.read_text()
     if os.environ.get("GEOMCAP_UPDATE_GOLDEN"):
-        GOLDEN.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n")
+        GOLDEN.write_text(json.dumps(tables, indent=1, ensure_ascii=False) + "\n")
+        README.write_text(FINDINGS.sub(lambda m: m.group(1) + results.findings_markdown(published["runs"])
+                                       + m.group(3), readme))
     pinned = json.loads(GOLDEN.read_text())
-    assert [r["claim"] for r in table] == [r["claim"] for r in pinned]
-    for ours, expected in zip(table, pinned):
-        assert ours == expected, f"{ours['claim']} moved (update the golden file on purpose if it should)"
+    for name, table in tables.items():
+        assert [r["claim"] for r in table] == [r["claim"] for r in pinned[name]]
+        for ours, expected in zip(table, pinned[name]):
+            assert ours == expected, f"{name}: {ours['claim']} moved (update the golden file on purpose if it should)"
+
+
+def test_the_readme_says_what_the_published_table_says(published):
+    block = FINDINGS.search(README.read_text())
+    assert block, "README.md has no <!-- findings:start --> ... <!-- findings:end --> block"
+    assert block.group(2) == results.findings_markdown(published["runs"])

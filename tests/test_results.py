@@ -125,7 +125,8 @@ def test_paper_vs_ours_rows(store_root):
     assert list(table.index) == ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"]
     assert table.loc["C2", "ours"] == "no MOD run selected"          # the tiny store has copy and parity only
     assert table.loc["C8", "ours"].startswith("no task trained at both presets")
-    assert table.loc["C1", "paper"] == paper.CLAIMS["C1"]["figure"]  # the paper's figure, quoted from one place
+    assert table.loc["C1", "paper"] == paper.figure_text("C1") == paper.CLAIMS["C1"]["figure"] + " (v4)"
+    assert table.loc["C3", "paper"] == "28/32 top-down (v4; v1: 32/32)"  # the versions differ, and say so
     for claim in ("C2", "C3", "C7", "C8"):
         assert table.loc[claim, "verdict"] == "not testable"
     assert set(table["verdict"]) <= set(results.VERDICTS) and table["rule"].str.len().min() > 20

@@ -1036,7 +1036,7 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_M
             sel = summary[(groups == group) & summary["acquisition_step"].notna() & summary[column].notna()]
             sel = sel.assign(_informative=sel[column].astype(bool)
                              & sel.get(f"{prefix}{measure}_leads_test_loss", pd.Series(False, index=sel.index))
-                             .fillna(False).astype(bool))
+                             .eq(True))
             lead = rate_interval(sel, column)
             informative = rate_interval(sel, "_informative")
             leads = sel.get(f"{prefix}{measure}_leads_test_loss", pd.Series(dtype=object)).dropna()
@@ -1301,6 +1301,50 @@ MIN_SIZE_RATIO = 10
 SELECTIVITY_MARGIN = PROBE_MARGIN
 
 
+#: each claim's verdict rule, in words, from the constants above (the claims' functions and the methods page
+#: read it here)
+_FLOOR_BAND = (paper.CLAIMS["C2"]["values"]["mod_floor"] * (1 - FLOOR_TOLERANCE),
+               paper.CLAIMS["C2"]["values"]["mod_floor"] * (1 + FLOOR_TOLERANCE))
+_C3 = paper.CLAIMS["C3"]["values"]
+RULES = {
+    "C1": (f"reproduced: ordered in >= {HOLDS:.0%} of acquired runs for uncentred and centred RankMe; "
+            f"partly: >= {HOLDS:.0%} for one, or >= {PARTLY:.0%} for both; not reproduced: otherwise; "
+            f"not specific to learning: the negative controls collapse and recover in at least the share of "
+            f"the same settings' real runs minus {CONTROL_MARGIN:.2f}; not testable: no acquired run"),
+    "C2": (f"reproduced: MOD's mean floor within [{_FLOOR_BAND[0]:.2f}, {_FLOOR_BAND[1]:.2f}] at every size, >= 2 sizes; partly: within "
+            "it at some sizes (or at the only size run: size-independence untested); not reproduced: at no size; "
+            "not specific to learning: the negative controls' MOD floor is within the same band; not testable: "
+            "no MOD run"),
+    "C3": (f"reproduced: >= {_C3['top_down'] / _C3['pairs']:.1%} of the task x size pairs with a defined statistic are top-down "
+            f"(the paper's {_C3['top_down']}/{_C3['pairs']}); partly: > {PARTLY:.0%}; not reproduced: <= "
+            f"{PARTLY:.0%}; not specific to learning: the negative controls' runs are top-down in at least the "
+            f"share of the same settings' real runs minus {CONTROL_MARGIN:.2f}; not testable: no pair with a run "
+            f"of >= {events.MIN_TOP_DOWN_LAYERS} informative layers"),
+    "C4": (f"reproduced: holds in >= {HOLDS:.0%} of runs with checkpoints below 50% (probe > max(first-token "
+            f"accuracy, majority rate) + {PROBE_MARGIN} at >= half of them); partly: >= {PARTLY:.0%}; not "
+            f"reproduced: otherwise; not specific to learning: the probe's best layer beats its control task by "
+            f"< {SELECTIVITY_MARGIN} (median over runs), or it holds as often in the negative controls; not "
+            "testable: no such run"),
+    "C5": (f"reproduced: on >= {MIN_RUNS} hard runs RankMe is informative (leads acquisition and the test "
+            f"loss) in >= {RATE_HIGH:.0%}, its timing predicts acquisition (setting-bootstrap CI of rho above 0) "
+            "better than every baseline's, and the LLC, recorded on >= "
+            f"{MIN_RUNS} hard runs, is informative in <= {RATE_LOW:.0%}; partly: RankMe is informative in >= "
+            f"{RATE_HIGH:.0%}, or its timing CI is above 0; not reproduced: otherwise; not testable: fewer than "
+            f"{MIN_RUNS} hard runs with the reading defined"),
+    "C6": (f"not testable: fewer than {MIN_RUNS} runs acquired during the collapse (by RankMe's recovery) or "
+            f"{MIN_RUNS} hard runs; reproduced: the paper's reading leads acquisition in <= {RATE_LOW:.0%} of the "
+            f"runs acquired during the collapse and >= {RATE_HIGH:.0%} of the hard runs; partly: the hard rate "
+            f"exceeds the other by >= {PARTLY:.0%}; not reproduced: otherwise"),
+    "C7": ("reproduced: the hard benchmark is acquired with a precursor (final layer) and no easy benchmark "
+            "has one; partly: the hard one has a precursor but some easy ones do too; not reproduced: the hard "
+            "one is acquired without a precursor; not testable: no Pythia run, or the hard benchmark is never "
+            "acquired"),
+    "C8": (f"not testable: no task trained at both presets, or presets less than {MIN_SIZE_RATIO}x apart in "
+            f"parameters; reproduced: median Spearman rho over task pairs > {paper.CLAIMS['C8']['values']['rho']}; partly: > {RHO_PARTLY}; "
+            "not reproduced: otherwise"),
+}
+
+
 def claim_row(claim: str, ours: str, value=np.nan, verdict: str = "not testable", rule: str = "",
               control: str = "") -> dict:
     """One line of a paper-vs-ours table: the claim, the paper's figure (:data:`geomcap.paper.CLAIMS`),
@@ -1309,7 +1353,7 @@ def claim_row(claim: str, ours: str, value=np.nan, verdict: str = "not testable"
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
     entry = paper.CLAIMS[claim]
-    return {"claim": claim, "statement": entry["statement"], "paper": entry["figure"], "ours": ours,
+    return {"claim": claim, "statement": entry["statement"], "paper": paper.figure_text(claim), "ours": ours,
             "value": value, "control": control, "verdict": verdict, "rule": rule}
 
 
@@ -1349,10 +1393,7 @@ def claim_c1(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control
     the mean direction in the final layer's energy at the floor; against the controls (``control``: the
     negative controls' summary), in which nothing is acquired, on its geometric half: collapse, then
     recovery."""
-    rule = (f"reproduced: ordered in >= {HOLDS:.0%} of acquired runs for uncentred and centred RankMe; "
-            f"partly: >= {HOLDS:.0%} for one, or >= {PARTLY:.0%} for both; not reproduced: otherwise; "
-            f"not specific to learning: the negative controls collapse and recover in at least the share of "
-            f"the same settings' real runs minus {CONTROL_MARGIN:.2f}; not testable: no acquired run")
+    rule = RULES["C1"]
     acquired = summary["acquisition_step"].notna()
     if not acquired.any():
         return claim_row("C1", f"no acquired run ({len(summary)} runs)", rule=rule)
@@ -1378,12 +1419,8 @@ def claim_c1(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control
 def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> dict:
     """C2: MOD's collapse floor (final layer) per size, against the paper's ~2.0, uncentred (and centred); in
     the controls, MOD's floor where nothing is learnt."""
-    target = paper.CLAIMS["C2"]["values"]["mod_floor"]
-    lo, hi = target * (1 - FLOOR_TOLERANCE), target * (1 + FLOOR_TOLERANCE)
-    rule = (f"reproduced: MOD's mean floor within [{lo:.2f}, {hi:.2f}] at every size, >= 2 sizes; partly: within "
-            "it at some sizes (or at the only size run: size-independence untested); not reproduced: at no size; "
-            "not specific to learning: the negative controls' MOD floor is within the same band; not testable: "
-            "no MOD run")
+    lo, hi = _FLOOR_BAND
+    rule = RULES["C2"]
     mod = summary[summary["task"] == "mod"]
     if mod.empty:
         return claim_row("C2", "no MOD run selected", rule=rule)
@@ -1414,13 +1451,8 @@ def top_down_share(summary: pd.DataFrame) -> tuple[int, int]:
 def claim_c3(summary: pd.DataFrame, control: pd.DataFrame | None = None) -> dict:
     """C3: task x size pairs whose median top-down statistic (defined runs only) is negative; against the
     controls, the share of runs top-down where nothing is learnt."""
-    values = paper.CLAIMS["C3"]["values"]
-    share = values["top_down"] / values["pairs"]
-    rule = (f"reproduced: >= {share:.1%} of the task x size pairs with a defined statistic are top-down "
-            f"(the paper's {values['top_down']}/{values['pairs']}); partly: > {PARTLY:.0%}; not reproduced: <= "
-            f"{PARTLY:.0%}; not specific to learning: the negative controls' runs are top-down in at least the "
-            f"share of the same settings' real runs minus {CONTROL_MARGIN:.2f}; not testable: no pair with a run "
-            f"of >= {events.MIN_TOP_DOWN_LAYERS} informative layers")
+    share = _C3["top_down"] / _C3["pairs"]
+    rule = RULES["C3"]
     pairs = top_down_table(summary)
     decided = pairs["top_down"].dropna() if len(pairs) else pd.Series(dtype=bool)
     if decided.empty:
@@ -1468,11 +1500,7 @@ def claim_c4(probes: pd.DataFrame, selectivity: pd.DataFrame | None = None,
     majority rate (plus :data:`PROBE_MARGIN`) at most checkpoints with exact match < 50%; with Hewitt &
     Liang's control task (``selectivity``: :func:`selectivity_table`) and the negative controls' probes
     (``control_probes``: :func:`probe_table` of the controls)."""
-    rule = (f"reproduced: holds in >= {HOLDS:.0%} of runs with checkpoints below 50% (probe > max(first-token "
-            f"accuracy, majority rate) + {PROBE_MARGIN} at >= half of them); partly: >= {PARTLY:.0%}; not "
-            f"reproduced: otherwise; not specific to learning: the probe's best layer beats its control task by "
-            f"< {SELECTIVITY_MARGIN} (median over runs), or it holds as often in the negative controls; not "
-            "testable: no such run")
+    rule = RULES["C4"]
     if probes.empty or probes["c4_holds"].dropna().empty:
         return claim_row("C4", "no run with a checkpoint below 50%", rule=rule)
     k, n = _bool_share(probes["c4_holds"])
@@ -1504,12 +1532,7 @@ def claim_c5(summary: pd.DataFrame) -> dict:
     transition, and its timing predicts acquisition across runs (:func:`timing_prediction`); against the
     baselines read by the same rule from the same point (train accuracy, first-token accuracy, parameter
     norm), and the LLC. The paper's reading (a) is given beside it."""
-    rule = (f"reproduced: on >= {MIN_RUNS} hard runs RankMe is informative (leads acquisition and the test "
-            f"loss) in >= {RATE_HIGH:.0%}, its timing predicts acquisition (setting-bootstrap CI of rho above 0) "
-            "better than every baseline's, and the LLC, recorded on >= "
-            f"{MIN_RUNS} hard runs, is informative in <= {RATE_LOW:.0%}; partly: RankMe is informative in >= "
-            f"{RATE_HIGH:.0%}, or its timing CI is above 0; not reproduced: otherwise; not testable: fewer than "
-            f"{MIN_RUNS} hard runs with the reading defined")
+    rule = RULES["C5"]
     measures = [*C5_MEASURES, *BASELINES]
     table = precursor_table(summary, by="difficulty", measures=measures)
     r = _reading_row(table, "rankme", "hard", "difficulty")
@@ -1558,10 +1581,7 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     with the paper's reading (a) (the informative one starts after the collapse, so it cannot see a lead in
     a run acquired during it); not testable without at least :data:`MIN_RUNS` runs acquired during the
     collapse."""
-    rule = (f"not testable: fewer than {MIN_RUNS} runs acquired during the collapse (by RankMe's recovery) or "
-            f"{MIN_RUNS} hard runs; reproduced: the paper's reading leads acquisition in <= {RATE_LOW:.0%} of the "
-            f"runs acquired during the collapse and >= {RATE_HIGH:.0%} of the hard runs; partly: the hard rate "
-            f"exceeds the other by >= {PARTLY:.0%}; not reproduced: otherwise")
+    rule = RULES["C6"]
     during = acquired_during_collapse(summary)
     classes = difficulty_class(summary)
     counts = classes.value_counts().to_dict()
@@ -1582,10 +1602,7 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
 def claim_c7(pythia_summary: pd.DataFrame | None = None) -> dict:
     """C7 from a Pythia summary table (:func:`geomcap.pythia.gap_table`: one row per benchmark and
     layer, with ``level``, ``final_layer``, ``acquisition_step``, ``is_precursor``, ``gap_checkpoints``)."""
-    rule = ("reproduced: the hard benchmark is acquired with a precursor (final layer) and no easy benchmark "
-            "has one; partly: the hard one has a precursor but some easy ones do too; not reproduced: the hard "
-            "one is acquired without a precursor; not testable: no Pythia run, or the hard benchmark is never "
-            "acquired")
+    rule = RULES["C7"]
     if pythia_summary is None or pythia_summary.empty:
         return claim_row("C7", "no Pythia run", rule=rule)
     final = pythia_summary[pythia_summary["final_layer"].astype(bool)]
@@ -1607,9 +1624,7 @@ def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None
     the timing concordance; not testable while the presets compared differ by less than
     :data:`MIN_SIZE_RATIO` in parameters (``size_ratio``)."""
     rho_paper = paper.CLAIMS["C8"]["values"]["rho"]
-    rule = (f"not testable: no task trained at both presets, or presets less than {MIN_SIZE_RATIO}x apart in "
-            f"parameters; reproduced: median Spearman rho over task pairs > {rho_paper}; partly: > {RHO_PARTLY}; "
-            "not reproduced: otherwise")
+    rule = RULES["C8"]
     rho = correlations["spearman"].dropna() if len(correlations) else pd.Series(dtype=float)
     if rho.empty:
         return claim_row("C8", "no task trained at both presets yet", rule=rule)
@@ -1647,6 +1662,17 @@ def glue_values(rows) -> dict:
 def verdict_table(rows) -> pd.DataFrame:
     """The verdict table the results page leads with: claim | paper | ours | control | verdict | rule."""
     return paper_vs_ours(rows)[["paper", "ours", "control", "verdict", "rule"]]
+
+
+def findings_markdown(rows) -> str:
+    """The README's "What it finds" list, from the claims table: one line per claim with its statement, the
+    verdict, our deciding numbers and what the controls show (``tests/test_golden_claims.py`` keeps the README
+    equal to this for the published table)."""
+    lines = []
+    for row in rows:
+        control = f" Controls: {row['control']}." if row.get("control") else ""
+        lines.append(f"- **{row['claim']}**, {row['statement']}: **{row['verdict']}**. Ours: {row['ours']}.{control}")
+    return "\n".join(lines)
 
 
 def size_ratio(runs: pd.DataFrame, small: str, large: str) -> float | None:
@@ -1776,7 +1802,7 @@ def claim_effects(a: dict) -> pd.DataFrame:
         column = f"{measure}_is_precursor"
         if column in hard:
             t = hard[hard[column].notna()]
-            t = t.assign(_flag=t[column].astype(bool) & t[f"{measure}_leads_test_loss"].fillna(False).astype(bool))
+            t = t.assign(_flag=t[column].astype(bool) & t[f"{measure}_leads_test_loss"].eq(True))
             rows.append(_effect("C5", "hard runs where it is informative", measure, t, "_flag"))
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
