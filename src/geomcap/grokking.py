@@ -1,0 +1,80 @@
+"""Grokking, read by the protocol: Nanda et al. (2023)'s setting trained by geomcap, its phases and its leads.
+
+Nanda, Chan, Lieberum, Smith and Steinhardt (2023) trained a one-layer transformer on ``a + b mod 113``
+with 30% of the pairs, full batch, AdamW (lr 1e-3, weight decay 1) and report three phases: memorisation
+(to ~1.4k steps), circuit formation (1.4k-9.4k), cleanup (9.4k-14k, where the test loss falls).
+:data:`NANDA_PHASES` holds their figures, cited as theirs. The runs are geomcap's own
+(``scripts/grokking_grid.sh``; the model preset ``grok-1l``, the task ``mod`` with one token per number);
+this module reads them: :func:`phase_table` (when each run memorised and generalised, beside Nanda et al.'s
+phases) and :func:`lead_table` (which series moved before the test accuracy jumped, by the protocol's
+informative reading, :func:`geomcap.events.summarize_run`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from geomcap import events
+
+#: Nanda et al. (2023)'s phase boundaries for this setting, in steps (their figures)
+NANDA_PHASES = {"memorisation_end": 1_400, "circuit_formation_end": 9_400, "cleanup_end": 14_000}
+#: a run has memorised once its training accuracy reaches this
+MEMORISED = 0.9
+#: the series whose leads over the test accuracy's jump the grokking section reports, in its order
+LEAD_SERIES = ("rankme", "llc", "param_norm", "test_loss", "train_accuracy")
+
+
+def memorisation_step(steps, train_accuracy, level: float = MEMORISED) -> int | None:
+    """The first checkpoint at which the training accuracy reaches ``level`` (None if it never does).
+    steps (n,) ints; train_accuracy (n,) in [0, 1], NaN ignored."""
+    s, acc = np.asarray(steps), np.asarray(train_accuracy, dtype=float)
+    hit = np.flatnonzero(np.nan_to_num(acc, nan=-1.0) >= level)
+    return int(s[hit[0]]) if hit.size else None
+
+
+def phase_table(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per run: ``memorised_step`` (train accuracy >= :data:`MEMORISED`), ``acquisition_step`` (the test
+    accuracy's, by the protocol's rule), ``generalisation_delay`` (acquisition / memorisation, steps over
+    steps), ``test_loss_transition`` (its informative-reading transition), and the final accuracies.
+    ``summary``: :func:`geomcap.results.summary_table` rows (``run``, ``seed``, ...); ``metrics``: tidy with
+    a ``run`` column."""
+    rows = []
+    for row in summary.itertuples():
+        m = metrics[metrics["run"] == row.run]
+        steps, train = events.tidy_series(m, "train_accuracy")
+        memorised = memorisation_step(steps, train)
+        acq = None if pd.isna(row.acquisition_step) else int(row.acquisition_step)
+        rows.append({"seed": row.seed, "run": row.run, "memorised_step": memorised, "acquisition_step": acq,
+                     "generalisation_delay": acq / memorised if acq and memorised else np.nan,
+                     "test_loss_transition": getattr(row, "test_loss_transition_step", None),
+                     "final_train_accuracy": float(train[-1]) if train.size else np.nan,
+                     "final_accuracy": row.final_accuracy, "last_step": row.last_step})
+    table = pd.DataFrame(rows)
+    for column in ("memorised_step", "acquisition_step", "test_loss_transition"):
+        if column in table:
+            table[column] = pd.to_numeric(table[column], errors="coerce").astype("Int64")
+    return table
+
+
+def lead_table(summary: pd.DataFrame, series=LEAD_SERIES) -> pd.DataFrame:
+    """Per run and series: the informative reading's transition step, its lead over the test accuracy's
+    acquisition in checkpoints and as a share of the acquisition step, whether it is a precursor, whether
+    it leads the test loss, and both (``informative``). Series a run did not record are left out."""
+    rows = []
+    for row in summary.to_dict("records"):
+        for name in series:
+            if f"{name}_is_precursor" not in row:
+                continue
+            rows.append({"seed": row["seed"], "run": row["run"], "series": name,
+                         "transition_step": row.get(f"{name}_transition_step"),
+                         "lead_checkpoints": row.get(f"{name}_gap_checkpoints"),
+                         "lead_share": row.get(f"{name}_gap_share"),
+                         "precursor": row.get(f"{name}_is_precursor"),
+                         "leads_test_loss": row.get(f"{name}_leads_test_loss"),
+                         "informative": row.get(f"{name}_informative")})
+    table = pd.DataFrame(rows, columns=["seed", "run", "series", "transition_step", "lead_checkpoints",
+                                        "lead_share", "precursor", "leads_test_loss", "informative"])
+    for column in ("transition_step", "lead_checkpoints"):
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype("Int64")
+    return table

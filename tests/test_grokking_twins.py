@@ -1,0 +1,59 @@
+"""Grokking's phases and leads, and the twins' shift correlation, on synthetic tables with known answers."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from geomcap import grokking, results
+
+
+def test_memorisation_step_is_the_first_checkpoint_at_the_level():
+    steps = np.array([0, 100, 200, 300, 400])
+    assert grokking.memorisation_step(steps, [0.0, 0.5, 0.95, 0.8, 1.0]) == 200
+    assert grokking.memorisation_step(steps, [0.0, np.nan, 0.5, 0.6, 0.7]) is None
+    assert grokking.memorisation_step(steps, [0.0, 0.5, 0.6, 0.7, 0.9]) == 400  # at the level counts
+
+
+def test_phase_table_reads_memorisation_and_acquisition():
+    steps = np.arange(0, 5001, 100)
+    rows = [(s, -1, "train_accuracy", min(1.0, s / 300)) for s in steps]  # memorised at step 300 (0.9 at 270)
+    metrics = pd.DataFrame(rows, columns=["step", "layer", "measure", "value"]).assign(run="r")
+    summary = pd.DataFrame({"seed": [0], "run": ["r"], "acquisition_step": pd.array([3000], dtype="Int64"),
+                            "test_loss_transition_step": [2800], "final_accuracy": [0.99], "last_step": [5000]})
+    table = grokking.phase_table(summary, metrics)
+    assert table["memorised_step"].iloc[0] == 300 and table["acquisition_step"].iloc[0] == 3000
+    assert table["generalisation_delay"].iloc[0] == pytest.approx(10.0)
+
+
+def _twins(shift_with_acquisition: bool):
+    """Two settings' seeds, four twins each; acquisition moves between twins by 0-300 steps; a transition
+    that moves with it (the shift plus the seed's own lead) or not at all (a fixed step per seed)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for level in ("medium", "hard"):
+        for seed in range(3):
+            base = 1000 + 500 * seed
+            for twin in range(4):
+                acq = base + int(rng.integers(0, 300))
+                step = acq - 400 if shift_with_acquisition else base - 400
+                rows.append({"task": "add", "level": level, "size": "405k", "seed": seed, "twin": twin,
+                             "run": f"{level}{seed}{twin}", "acquisition_step": acq, "rankme_transition_step": step})
+    return pd.DataFrame(rows)
+
+
+def test_twin_shift_correlation_known_both_ways():
+    moves = results.twin_shift_correlation(_twins(True), "rankme", n_boot=300)
+    assert moves["rho"] == pytest.approx(1.0) and moves["ci_low"] > 0.9 and (moves["twins"], moves["seeds"]) == (24, 6)
+    fixed = results.twin_shift_correlation(_twins(False), "rankme", n_boot=300)
+    assert np.isnan(fixed["rho"])  # a transition that never moves between twins has no shift to correlate
+    noisy = _twins(False)
+    noisy["rankme_transition_step"] += np.random.default_rng(1).integers(0, 300, len(noisy))
+    unrelated = results.twin_shift_correlation(noisy, "rankme", n_boot=300)
+    assert abs(unrelated["rho"]) < 0.5 and unrelated["ci_low"] < 0 < unrelated["ci_high"]
+    assert results.twin_shift_correlation(_twins(True), "llc")["twins"] == 0  # not recorded
+
+
+def test_twin_spread_within_and_across_seeds():
+    table = _twins(True)
+    spread = results.twin_spread(table).set_index("level")
+    assert spread.loc["hard", "seeds"] == 3 and spread.loc["hard", "twins_per_seed"] == 4
+    assert spread.loc["hard", "within_seed_range"] < 300 < spread.loc["hard", "across_seed_sd"]
