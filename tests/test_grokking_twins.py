@@ -57,3 +57,26 @@ def test_twin_spread_within_and_across_seeds():
     spread = results.twin_spread(table).set_index("level")
     assert spread.loc["hard", "seeds"] == 3 and spread.loc["hard", "twins_per_seed"] == 4
     assert spread.loc["hard", "within_seed_range"] < 300 < spread.loc["hard", "across_seed_sd"]
+
+
+def test_the_script_trains_the_library_s_grokking_config():
+    """scripts/grokking_grid.sh spells the setting as CLI options; geomcap.grokking.config is the same run (the
+    same config hash), so the section's recompute trains what the committed runs are."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from geomcap import cli, store
+    from geomcap.train import TrainConfig
+
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "grokking_grid.sh").read_text()
+    body = re.search(r'grokking\(\) \{\n(.*?)\n\}', script, re.S).group(1)
+    words = shlex.split(body.replace("\\\n", " "))
+    options = words[words.index("train") + 1: words.index('"$@"') if '"$@"' in words else None]
+    options = [w for w in options if w != "$@"]
+    parser = cli.build_parser()
+    for seed, extra in ((0, ["--measures", "llc", "--costly-every", "2"]), (1, [])):
+        args = parser.parse_args(["train", *options, "--seed", str(seed), *extra])
+        given = {name: getattr(args, name) for name in cli.config_fields() if hasattr(args, name)}
+        scripted = TrainConfig(**given)
+        assert store.config_hash(scripted.to_dict()) == store.config_hash(grokking.config(seed, llc=seed == 0).to_dict())

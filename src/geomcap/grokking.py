@@ -25,6 +25,28 @@ MEMORISED = 0.9
 LEAD_SERIES = ("rankme", "llc", "param_norm", "test_loss", "train_accuracy")
 
 
+#: the setting's defaults (Nanda et al.'s): modulus, share of the pairs for training, weight decay, step budget
+DEFAULTS = {"p": 113, "train_fraction": 0.3, "weight_decay": 1.0, "steps": 30_000}
+
+
+def config(seed: int = 0, p: int = DEFAULTS["p"], train_fraction: float = DEFAULTS["train_fraction"],
+           weight_decay: float = DEFAULTS["weight_decay"], steps: int = DEFAULTS["steps"], llc: bool = False):
+    """The :class:`geomcap.train.TrainConfig` of one grokking run, as ``scripts/grokking_grid.sh`` trains it:
+    ``a b =`` with one token per number mod ``p``, ``train_fraction`` of the pairs for training, the
+    ``grok-1l`` model, full batch, AdamW (lr 1e-3, betas 0.9/0.98, ``weight_decay``), 10 warmup steps then a
+    constant rate, no gradient clipping; a checkpoint at every step to 128, then every 50 steps of a
+    30,000-step budget; the whole training set evaluated at each; a stop a quarter of the acquisition step
+    after it. ``llc``: also the LLC (with its health) at every second checkpoint, as seed 0's run."""
+    from geomcap.train import TrainConfig  # training's config: imported only by who builds a run
+
+    return TrainConfig(task="mod", level="hard", size="grok-1l", seed=seed, steps=steps,
+                       task_params={"p": p, "train_fraction": train_fraction, "number_tokens": True},
+                       full_batch=True, schedule="constant", warmup_steps=10, weight_decay=weight_decay,
+                       beta1=0.9, beta2=0.98, lr=1e-3, grad_clip=None, n_linear_checkpoints=steps // 50,
+                       train_eval_size=100_000, stop_margin=0.25,
+                       **({"measures": ("llc",), "costly_every": 2} if llc else {}))
+
+
 def memorisation_step(steps, train_accuracy, level: float = MEMORISED) -> int | None:
     """The first checkpoint at which the training accuracy reaches ``level`` (None if it never does).
     steps (n,) ints; train_accuracy (n,) in [0, 1], NaN ignored."""
