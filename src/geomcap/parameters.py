@@ -140,6 +140,15 @@ def check_value(name: str, value, kind: str | None = None):
             if not values or any(v < 0 for v in values):
                 raise ParameterError(f"parameter {name}: {value!r}: expected 'final', 'all' or layer indices")
         return values
+    if kind == "number":
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ParameterError(f"parameter {name}: must be a non-negative number, got {value!r}")
+        return float(value)
     if kind == "count":
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)
