@@ -80,3 +80,21 @@ def test_the_script_trains_the_library_s_grokking_config():
         given = {name: getattr(args, name) for name in cli.config_fields() if hasattr(args, name)}
         scripted = TrainConfig(**given)
         assert store.config_hash(scripted.to_dict()) == store.config_hash(grokking.config(seed, llc=seed == 0).to_dict())
+
+
+def test_grokking_curves_draw_each_seed_and_the_phase_lines():
+    from geomcap import plots
+
+    steps = np.arange(0, 3001, 100)
+    def run(seed):
+        rows = [(s, -1, "train_accuracy", min(1.0, s / 300)) for s in steps]
+        rows += [(s, -1, "accuracy", float(s > 2000)) for s in steps]
+        rows += [(s, -1, "test_loss", 5.0 - 4.0 * (s > 2000)) for s in steps]
+        rows += [(s, -1, "param_norm", 50 - s / 100) for s in steps]
+        rows += [(s, layer, "rankme", 10 + layer + s / 1000) for s in steps for layer in (0, 1)]
+        return pd.DataFrame(rows, columns=["step", "layer", "measure", "value"])
+    phases = pd.DataFrame({"seed": [0, 1], "memorised_step": pd.array([300, None], dtype="Int64"),
+                           "acquisition_step": pd.array([2100, 2200], dtype="Int64")})
+    fig = plots.grokking_curves({0: run(0), 1: run(1)}, phases, grokking.NANDA_PHASES)
+    assert [ax.get_title() for ax in fig.axes] == ["accuracy", "test loss", "parameter norm", "RankMe at '='"]
+    assert len(fig.axes[0].lines) == 4 + 3 + 3  # 2 series x 2 seeds, 3 run lines, 3 of Nanda et al.'s

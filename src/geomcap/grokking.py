@@ -15,7 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from geomcap import events
+from pathlib import Path
+
+from geomcap import events, store
 
 #: Nanda et al. (2023)'s phase boundaries for this setting, in steps (their figures)
 NANDA_PHASES = {"memorisation_end": 1_400, "circuit_formation_end": 9_400, "cleanup_end": 14_000}
@@ -45,6 +47,40 @@ def config(seed: int = 0, p: int = DEFAULTS["p"], train_fraction: float = DEFAUL
                        beta1=0.9, beta2=0.98, lr=1e-3, grad_clip=None, n_linear_checkpoints=steps // 50,
                        train_eval_size=100_000, stop_margin=0.25,
                        **({"measures": ("llc",), "costly_every": 2} if llc else {}))
+
+
+#: the committed grokking runs' store, beside data/runs
+STORE = "grokking"
+
+
+def stores(root="", recompute: bool = False) -> list[Path]:
+    """The run stores the grokking section reads: ``root``, or ("") the committed data/grokking followed,
+    with ``recompute``, by the user store (where a recompute trains: never into the committed data)."""
+    if root:
+        return [Path(root)]
+    return [store.committed_data(STORE)] + ([store.user_root()] if recompute else [])
+
+
+def wanted_configs(seeds, p: int = DEFAULTS["p"], train_fraction: float = DEFAULTS["train_fraction"],
+                   weight_decay: float = DEFAULTS["weight_decay"], steps: int = DEFAULTS["steps"]) -> dict:
+    """seed -> the configs that count as that seed's run: the plain one and the one that also records the
+    LLC (measuring changes no training, so either is the run)."""
+    return {seed: [config(seed, p, train_fraction, weight_decay, steps, llc=llc) for llc in (False, True)]
+            for seed in seeds}
+
+
+def select_runs(wanted: dict, roots) -> "pd.DataFrame":
+    """The complete runs of ``roots`` that are one of ``wanted``'s configs (:func:`wanted_configs`), one per
+    seed (the one with the LLC when both exist), as :func:`geomcap.results.load_runs` rows."""
+    from geomcap import results
+
+    hashes = {store.config_hash(c.to_dict()): seed for seed, configs in wanted.items() for c in configs}
+    tables = [results.load_runs(Path(r)) for r in roots if Path(r).exists()]
+    runs = pd.concat([t for t in tables if not t.empty], ignore_index=True) if any(len(t) for t in tables) else None
+    if runs is None:
+        return pd.DataFrame(columns=["run", "seed", "path"])
+    runs = runs[runs["run"].isin(hashes)].drop_duplicates("run")
+    return results.one_run_per_setting(runs).sort_values("seed").reset_index(drop=True)
 
 
 def memorisation_step(steps, train_accuracy, level: float = MEMORISED) -> int | None:

@@ -843,3 +843,43 @@ def acquisition_regime(summary, classes):
     ax.set_ylabel("acquisition step")
     fig.tight_layout()
     return fig
+
+
+def grokking_curves(metrics_by_seed: dict, phases, nanda: dict):
+    """The grokking runs' curves on one step axis: train and test accuracy, test loss (log), parameter norm,
+    and RankMe of each layer at the answer position, one line style per seed (``metrics_by_seed``: seed ->
+    one run's tidy metrics); solid vertical lines at each run's memorisation and acquisition
+    (``phases``: :func:`geomcap.grokking.phase_table`), dotted grey ones at Nanda et al.'s phase ends
+    (``nanda``: name -> step)."""
+    import pandas as pd
+
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.3))
+    styles = ["-", "--", ":", "-."]
+    for i, (seed, m) in enumerate(sorted(metrics_by_seed.items())):
+        style = styles[i % len(styles)]
+        for name, colour in (("train_accuracy", "0.5"), ("accuracy", "C0")):
+            s, v = events.tidy_series(m, name)
+            axes[0].plot(s, v, style, color=colour, lw=1, label=f"{name.replace('_', ' ')} (seed {seed})")
+        s, v = events.tidy_series(m, "test_loss")
+        axes[1].plot(s, v, style, color="C1", lw=1, label=f"seed {seed}")
+        if (m["measure"] == "param_norm").any():
+            s, v = events.tidy_series(m, "param_norm")
+            axes[2].plot(s, v, style, color="C2", lw=1, label=f"seed {seed}")
+        layers, s, values = events.layer_matrix(m, "rankme")
+        for layer, row in zip(layers, values):
+            axes[3].plot(s, row, style, color=f"C{3 + int(layer)}", lw=1,
+                         label=f"layer {layer}" if i == 0 else None)
+    for ax, title in zip(axes, ("accuracy", "test loss", "parameter norm", "RankMe at '='")):
+        for row in phases.itertuples():
+            for step, colour in ((row.memorised_step, "0.4"), (row.acquisition_step, "C3")):
+                if not pd.isna(step):
+                    ax.axvline(int(step), color=colour, lw=0.8, alpha=0.7)
+        for step in nanda.values():
+            ax.axvline(step, color="0.6", ls=":", lw=1)
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel("step")
+    axes[1].set_yscale("log")
+    axes[0].legend(fontsize="x-small", loc="center right")
+    axes[3].legend(fontsize="x-small", loc="upper right")
+    fig.tight_layout()
+    return fig
