@@ -167,15 +167,6 @@ def _take(rng: random.Random, pool: list, n: int) -> list:
 # ---------------------------------------------------------------------------
 
 
-def _agreement_pool():
-    pool = []
-    for hi, head in enumerate(NOUNS):
-        for ai, attractor in enumerate(NOUNS):
-            if hi != ai:
-                pool.append((head, attractor))
-    return pool
-
-
 def gen_agreement(n: int = 200, seed: int = 0) -> list[dict]:
     """Minimal pairs: "The keys near the cabinet" + " are on the table." / " is on the table."
 

@@ -95,8 +95,6 @@ MEASURES = (
     Measure("accuracy", "model", "every", "exact match on the test set (acquisition is read from it)"),
 )
 
-BY_NAME = {m.name: m for m in MEASURES}
-
 #: the costly measures a run may request (``TrainConfig.measures``, ``geomcap train --measures``)
 COSTLY_MEASURES = tuple(dict.fromkeys(m.option for m in MEASURES if m.costly))
 #: the ways of computing RankMe at every layer (the sensitivity analysis)
@@ -114,8 +112,3 @@ def costly_option(name: str) -> str:
     if name not in COSTLY_MEASURES:
         raise ValueError(f"unknown measure {name!r}; choose from: {', '.join(COSTLY_MEASURES)}")
     return name
-
-
-def recorded_by(option: str) -> tuple[str, ...]:
-    """The measures a costly option records (e.g. ``hessian_top``: the eigenvalue and its health)."""
-    return tuple(m.name for m in MEASURES if m.option == option)

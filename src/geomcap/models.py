@@ -50,7 +50,7 @@ unembedding reads), the same convention as Hugging Face's
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -254,11 +254,6 @@ def preset_table(vocab_size: int) -> list[dict]:
         rows.append({"preset": name, "layers": cfg.n_layer, "width": cfg.d_model,
                      "heads": cfg.n_head, "parameters": count_parameters(model)})
     return rows
-
-
-def model_config_dict(preset: str) -> dict:
-    check_preset(preset)
-    return asdict(ALL_PRESETS[preset])
 
 
 # --- teacher-forced answers -------------------------------------------------

@@ -554,7 +554,7 @@ def dynamics_examples(data: tasks.TaskData, cfg: TrainConfig) -> tuple[torch.Ten
 
 def costly_measures(model, data: tasks.TaskData, cfg: TrainConfig, carry: dict | None = None) -> list:
     """The costly measures ``cfg.measures`` requests, on a fixed batch of training examples -> rows
-    (layer, measure, value): each option's rows (:func:`geomcap.measures.recorded_by`), in the order of
+    (layer, measure, value): each option's rows, in the order of
     :data:`COSTLY_RECORDERS`.
 
     ``carry`` holds what one checkpoint hands the next (the Hessian's top eigenvector under
