@@ -54,8 +54,8 @@ runs its matrix products in under autocast).
 
 from __future__ import annotations
 
-from geomcap.bench.machine import (committed_results_dir, cpu_model, default_output_name, load_average, machine_info,
-                                   matmul_peak, peak_dtype, summarize, time_once, time_repeats)
+from geomcap.bench.machine import (committed_results_dir, default_output_name, load_average, machine_info, matmul_peak,
+                                   peak_dtype, summarize, time_once, time_repeats)
 from geomcap.bench.step import (GRID_STEPS, PEERS, build_peer, flops_per_token, make_train_step,
                                 select_presets, thread_contention, throughput)
 from geomcap.bench.measures import (COSTLY_PARTS, LLC_CALIBRATION_STEPS, LLC_MAX_BIAS, LLC_MIN_SIGNAL_TO_NOISE,
@@ -67,7 +67,7 @@ from geomcap.bench.report import (ALL_PARTS, DEFAULT_PARTS, OPTIONAL_PARTS, figu
                                   parse_sizes, run_bench)
 
 __all__ = [
-    "committed_results_dir", "load_average", "cpu_model", "machine_info", "default_output_name", "time_once",
+    "committed_results_dir", "load_average", "machine_info", "default_output_name", "time_once",
     "time_repeats",
     "summarize", "peak_dtype", "matmul_peak", "PEERS", "GRID_STEPS", "flops_per_token",
     "build_peer", "make_train_step", "select_presets", "throughput", "thread_contention", "RANKME_N", "RANKME_D",
