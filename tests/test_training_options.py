@@ -8,8 +8,8 @@ import torch
 
 from geomcap import store, tasks
 from geomcap.models import build
-from geomcap.train import (TrainConfig, _training_setup, learning_rate, parameter_norm, perturb_weights,
-                           task_data, train)
+from geomcap.train import (TrainConfig, learning_rate, parameter_norm, perturb_weights, task_data, train,
+                           training_setup)
 
 TINY = dict(steps=24, dense_steps=8, n_linear_checkpoints=4, n_train=2000, n_test=128, probe_size=64,
             train_eval_size=64, batch_size=32)
@@ -68,8 +68,8 @@ def test_perturbed_twins_differ_by_the_stated_relative_size():
     assert 0.5e-6 < rel.std().item() < 2e-6 and rel.abs().max().item() < 1e-5
     twin = TrainConfig(task="add", level="easy", perturb=1e-6, perturb_seed=1, **TINY)
     other = TrainConfig(task="add", level="easy", perturb=1e-6, perturb_seed=2, **TINY)
-    w1, w2 = (_training_setup(c, torch.device("cpu"))[1].tok_emb.weight for c in (twin, other))
-    w0 = _training_setup(TrainConfig(task="add", level="easy", **TINY), torch.device("cpu"))[1].tok_emb.weight
+    w1, w2 = (training_setup(c, torch.device("cpu"))[1].tok_emb.weight for c in (twin, other))
+    w0 = training_setup(TrainConfig(task="add", level="easy", **TINY), torch.device("cpu"))[1].tok_emb.weight
     assert not torch.equal(w1, w0) and not torch.equal(w1, w2) and torch.allclose(w1, w0, rtol=1e-5, atol=0)
 
 
@@ -83,11 +83,11 @@ def test_constant_schedule_holds_the_rate_after_warmup():
 
 def test_a_full_batch_step_is_the_gradient_of_the_whole_training_set(tmp_path, one_thread):
     cfg = TrainConfig(seed=0, steps=20, stop_margin=None, **GROKKING)
-    data, model, optimizer, _ = _training_setup(cfg, torch.device("cpu"))
-    from geomcap.train import _train_until, make_optimizer
+    data, model, optimizer, _ = training_setup(cfg, torch.device("cpu"))
+    from geomcap.train import make_optimizer, train_until
     reference = build("grok-1l", data.vocab_size)
     reference.load_state_dict(model.state_dict())
-    _train_until(1, 0, model, optimizer, data.train_prompts, data.train_answers, torch.Generator(), cfg,
+    train_until(1, 0, model, optimizer, data.train_prompts, data.train_answers, torch.Generator(), cfg,
                  torch.device("cpu"))
     ref_opt = make_optimizer(reference, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
     for group in ref_opt.param_groups:

@@ -23,28 +23,22 @@ from geomcap import __version__
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2 (argparse would also print the usage block)
+    """argparse's parser, reporting a usage error in one line (:class:`_UsageError`)."""
+
+    def error(self, message):
+        """One line, exit 2 (argparse would also print the usage block): raised for :func:`main`."""
         raise _UsageError(f"{self.prog}: {message}")
 
 
 class _UsageError(Exception):
-    pass
-
-
-def _measures(text: str) -> tuple[str, ...]:
-    return tuple(m.strip() for m in text.split(",") if m.strip())
-
-
-def _window(text: str) -> tuple[int, int]:
-    """--costly-window FIRST,LAST -> (FIRST, LAST), whole steps (ValueError otherwise: argparse names it)."""
-    first, last = text.split(",")
-    return int(first), int(last)
+    """A command line argparse refused: :func:`main` prints it in one line and exits 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from geomcap.measures import COSTLY_MEASURES
+    """The ``geomcap`` command's parser: one subcommand per job; ``geomcap train``'s config options are
+    TrainConfig's schema rows (:data:`geomcap.config.SETTINGS`)."""
+    from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, SETTINGS
     from geomcap.sweep import SETTABLE_FIELDS
-    from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT
 
     parser = _Parser(prog="geomcap", description="Geometry of capability acquisition in small transformers.")
     parser.add_argument("--version", action="version", version=f"geomcap {__version__}")
@@ -80,14 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per worker (default 1: does not collapse when other work shares the cores, "
                         "and gives byte-identical metrics at a fixed count; more only on otherwise idle cores)")
-    p.add_argument("--measures", type=_measures, default=(),
-                   help=f"comma-separated costly measures: {','.join(COSTLY_MEASURES)} (default none)")
+    p.add_argument("--measures", type=SETTINGS["measures"].parser(), default=(), help=SETTINGS["measures"].describe())
     p.add_argument("--pack", type=int, default=None, metavar="K",
                    help="train up to K runs of one preset, steps and batch size as one batched computation "
                         "per worker (metrics as if trained alone, up to rounding)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a training setting for every run (repeatable): " + ", ".join(
-                       f"{name} (default {_default_text(name)})" for name in SETTABLE_FIELDS))
+                       f"{name} (default {SETTINGS[name].default_text()})" for name in SETTABLE_FIELDS))
     p.add_argument("--quiet", action="store_true")
 
     sub.add_parser("presets", help="print the model presets with their parameter counts")
@@ -109,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _pythia_parsers(sub) -> None:
+    """``geomcap pythia`` and its subcommands: standin, run, benchmarks, show."""
     p = sub.add_parser("pythia", help="Pythia validation (claim C7): stand-in, benchmarks, metrics per revision")
     pythia_sub = p.add_subparsers(dest="pythia_command", required=True, parser_class=_Parser)
 
@@ -160,115 +154,29 @@ def _pythia_parsers(sub) -> None:
     p.add_argument("--layers", default="final", help="final, all, or comma-separated layer indices")
 
 
-#: the TrainConfig fields geomcap train does not take as options
-NOT_OPTIONS = ()
-
-
 def config_fields() -> list[str]:
-    """The TrainConfig fields that are options of geomcap train (``--batch-size`` sets ``batch_size``)."""
-    from dataclasses import fields
+    """The TrainConfig fields, each an option of geomcap train (``--batch-size`` sets ``batch_size``)."""
+    from geomcap.config import SETTINGS
 
-    from geomcap.train import TrainConfig
-
-    return [f.name for f in fields(TrainConfig) if f.name not in NOT_OPTIONS]
-
-
-def _default_text(name: str) -> str:
-    """A TrainConfig field's default as the help states it (the fields whose None default is resolved
-    from the others say how)."""
-    from dataclasses import fields
-
-    from geomcap.train import DEFAULT_WEIGHT_DECAY, WEIGHT_DECAY_BY_TASK, TrainConfig
-
-    if name == "weight_decay":
-        by_task = ", ".join(f"{value} for {task}" for task, value in WEIGHT_DECAY_BY_TASK.items())
-        return f"{DEFAULT_WEIGHT_DECAY} ({by_task})"
-    if name == "warmup_steps":
-        return "from steps (TrainConfig)"
-    default = {f.name: f.default for f in fields(TrainConfig)}[name]
-    if default in ((), None):
-        return "none"
-    return ",".join(default) if isinstance(default, tuple) else str(default)
-
-
-def _typed(kind: type, none: bool):
-    """argparse's type for a field of type ``kind``: "none" gives None when the field may be None
-    (``stop_margin``: never stop early; ``weight_decay``, ``warmup_steps``: their default rule)."""
-    convert = {tuple: _measures, bool: _flag}.get(kind, kind)
-
-    def parse(text: str):
-        return None if none and text == "none" else convert(text)
-
-    parse.__name__ = kind.__name__.lstrip("_")  # argparse names it in "invalid int value: ..."
-    return parse
-
-
-def _task_params(text: str) -> dict:
-    """--task-params: "KEY=VALUE,..." -> a dict; a value reads as an int, a float, true/false, or text."""
-    params = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise argparse.ArgumentTypeError(f"--task-params takes KEY=VALUE,... (e.g. p=113,train_fraction=0.3), "
-                                             f"got {text!r}")
-        value = value.strip()
-        for convert in (int, float):
-            try:
-                params[key.strip()] = convert(value)
-                break
-            except ValueError:
-                continue
-        else:
-            params[key.strip()] = {"true": True, "false": False}.get(value.lower(), value)
-    return params
-
-
-def _flag(text: str) -> bool:
-    if text.lower() not in ("true", "false"):
-        raise ValueError(text)
-    return text.lower() == "true"
+    return list(SETTINGS)
 
 
 def _config_options(p) -> None:
-    """geomcap train's config options: one per TrainConfig field, its type and default from the field."""
-    from dataclasses import MISSING, fields
+    """geomcap train's config options: one per TrainConfig field, from its schema row (type, choices, help,
+    default). An option not given is not in the namespace (argparse.SUPPRESS): --from tells which were."""
+    from geomcap.config import SETTINGS
 
-    from geomcap import tasks
-    from geomcap.measures import COSTLY_MEASURES
-    from geomcap.train import CONTROLS, SCHEDULES, TrainConfig, field_type
-
-    about = {"task": ", ".join(tasks.TASKS), "level": ", ".join(tasks.LEVELS),
-             "size": "model preset (see `geomcap presets`)", "steps": "optimizer steps",
-             "measures": "comma-separated costly measures: " + ",".join(COSTLY_MEASURES),
-             "costly_every": "run the costly measures on every k-th checkpoint",
-             "answer_order": "digits of add, mod, mul answers: most (msd) or least significant first",
-             "stop_margin": "stop a margin after acquisition (see geomcap.train); none: train every step",
-             "hessian_warm_start": "true or false",
-             "costly_window": "FIRST,LAST: the costly measures also at every checkpoint of these steps "
-                              "(e.g. around a run's acquisition)",
-             "task_params": "KEY=VALUE,...: the level's parameters instead of the level table's row, e.g. "
-                            "p=113,train_fraction=0.3,number_tokens=true (mod, one token per number)",
-             "control": "shuffled_answers: the negative control (answers permuted across prompts)",
-             "schedule": "cosine (warmup, then cosine decay to min_lr_ratio x lr) or constant (warmup, then lr)",
-             "full_batch": "true: every step on the whole training set",
-             "stop_at": "stop at the first checkpoint at or after this step (the schedule still spans --steps)",
-             "perturb": "multiply each initial weight by 1 + PERTURB x N(0, 1) (twins of a run)",
-             "perturb_seed": "the seed of that noise"}
-    for f in fields(TrainConfig):
-        if f.name in NOT_OPTIONS:
-            continue
-        kind = {"costly_window": _window, "task_params": _task_params}.get(f.name) or field_type(f.name)
-        text = about.get(f.name, f.name.replace("_", " "))
-        text += " (required)" if f.default is MISSING else f"; default {_default_text(f.name)}"
-        choices = {"answer_order": tasks.ANSWER_ORDERS, "schedule": SCHEDULES,
-                   "control": (*CONTROLS, None)}.get(f.name)
-        # SUPPRESS: an option not given is not in the namespace (--from tells which were given)
-        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=_typed(kind, "None" in str(f.type)),
-                       default=argparse.SUPPRESS, choices=choices, help=text)
+    for name, param in SETTINGS.items():  # values are checked by TrainConfig, through the same rows
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=param.parser(), default=argparse.SUPPRESS,
+                       help=param.describe())
 
 
 def cmd_train(args) -> int:
-    from geomcap.train import TrainConfig, check_writable, resolve_device, train
+    """``geomcap train``: one run (or ``--from``: a recorded run again, reporting how its metrics agree)."""
+    from geomcap.config import TrainConfig
+    from geomcap.models import resolve_device
+    from geomcap.store import check_writable
+    from geomcap.train import train
 
     _check_path(args.out, "--out")
     given = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
@@ -289,9 +197,7 @@ def cmd_train(args) -> int:
             if required not in given:
                 raise ValueError(f"the following arguments are required: --{required} (or --from CONFIG)")
         cfg = TrainConfig(**given)
-    threads = 1 if threads is None else threads
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"--threads must be a positive integer, got {threads!r}")
+    threads = _positive("--threads", 1 if threads is None else threads)
     device = device or "auto"
     resolve_device(device)
     if args.out is not None:
@@ -299,19 +205,10 @@ def cmd_train(args) -> int:
     run_dir = train(cfg, out=args.out, device=device, progress=not args.quiet, compile=compile, threads=threads)
     print(run_dir)
     if source is not None and (source / "metrics.csv").exists():
-        print(_rerun_report(source, run_dir))
+        from geomcap import compare
+
+        print(compare.rerun_report(source, run_dir))
     return 0
-
-
-def _rerun_report(source, run_dir) -> str:
-    """--from: how the rerun's metrics.csv agrees with the recorded one (geomcap.compare)."""
-    from geomcap import compare, store
-
-    recorded = source / store.METRICS_FILE
-    if recorded.read_bytes() == (run_dir / store.METRICS_FILE).read_bytes():
-        return f"metrics.csv byte-identical to {recorded}"
-    result = compare.compare_metrics(store.read_metrics(source), store.read_metrics(run_dir))
-    return f"metrics.csv against {recorded}: {compare.format_comparison(result)}"
 
 
 def _recorded_run(path: str):
@@ -331,7 +228,15 @@ def _recorded_run(path: str):
     return config_file.parent, recorded
 
 
+def _positive(option: str, value):
+    """``value`` unless it is neither None nor a positive integer (the schema's check: ValueError naming ``option``)."""
+    from geomcap.schema import Param
+
+    return value if value is None else Param(option, int, interval="[1, inf)").check(value)
+
+
 def _check_path(path: str | None, option: str) -> None:
+    """ValueError naming ``option`` when ``path`` is given but empty (it would be the current directory)."""
     if path is not None and not path.strip():  # an empty path would be the current directory
         raise ValueError(f"{option} is empty: give a directory")
 
@@ -349,6 +254,7 @@ def _names(text: str, allowed, option: str) -> list[str]:
 
 
 def _ints(text: str, option: str) -> list[int]:
+    """'0,1,2' -> [0, 1, 2] (:func:`_names`, each an integer; ValueError naming ``option`` otherwise)."""
     values = []
     for word in _names(text, (), option):
         try:
@@ -359,19 +265,19 @@ def _ints(text: str, option: str) -> list[int]:
 
 
 def cmd_sweep(args) -> int:
-    from geomcap.sweep import grid, parse_settings, parse_steps, run_sweep
+    """``geomcap sweep``: the grid's runs into the run store; exit 1 if one failed or was skipped."""
+    from geomcap.config import parse_steps
+    from geomcap.models import resolve_device
+    from geomcap.sweep import grid, parse_settings, run_sweep
     from geomcap.tasks import LEVELS, TASKS
-    from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT, resolve_device
 
     _check_path(args.root, "--root")
     configs = grid(tasks=_names(args.tasks, TASKS, "--tasks"), levels=_names(args.levels, LEVELS, "--levels"),
                    sizes=_names(args.sizes, (), "--sizes"), seeds=_ints(args.seeds, "--seeds"),
-                   steps=parse_steps(args.steps or DEFAULT_LEVEL_STEPS_TEXT), measures=args.measures, **parse_settings(args.set))
+                   steps=None if args.steps is None else parse_steps(args.steps), measures=args.measures,
+                   **parse_settings(args.set))
     resolve_device(args.device)
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be a positive integer, got {args.workers}")
-    if args.pack is not None and args.pack < 1:
-        raise ValueError(f"--pack must be a positive integer, got {args.pack}")
+    _positive("--workers", args.workers), _positive("--pack", args.pack)
     results = run_sweep(configs, root=args.root, device=args.device, workers=args.workers,
                         progress=not args.quiet, threads=args.threads, pack=args.pack)
     failed = [r for r in results if not r.ok and not r.locked]
@@ -385,6 +291,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_runs(args) -> int:
+    """``geomcap runs``: the complete runs of a store, one line each (and ``--csv``)."""
     from geomcap import results, store
 
     _check_path(args.root, "--root")
@@ -397,6 +304,7 @@ def cmd_runs(args) -> int:
 
 
 def cmd_presets(args) -> int:
+    """``geomcap presets``: the model presets, their shapes and parameter counts."""
     from geomcap.models import preset_table
     from geomcap.tasks import VOCAB_SIZE
 
@@ -460,6 +368,7 @@ def show_summary(path) -> dict:
 
 
 def cmd_show(args) -> int:
+    """``geomcap show``: a run's summary under the analysis protocol (``--json``: :func:`show_summary`)."""
     from geomcap import events
 
     shown = show_summary(args.run_dir)
@@ -480,11 +389,12 @@ def cmd_show(args) -> int:
 
 
 def cmd_pythia(args) -> int:
+    """``geomcap pythia standin|run|benchmarks|show``; ``run`` exits 1 when a revision was skipped."""
     from geomcap import diagnostics, pythia
+    from geomcap.models import resolve_device
+    from geomcap.store import check_writable
 
     if args.pythia_command == "standin":
-        from geomcap.train import check_writable
-
         check_writable(args.out)
         out = pythia.build_standin(args.out, steps=args.steps, layers=args.layers, width=args.width,
                                    heads=args.heads, vocab_size=args.vocab, seq_len=args.seq_len,
@@ -515,14 +425,11 @@ def cmd_pythia(args) -> int:
         print(table[columns].to_string(index=False))
         return 0
     # run: every parameter is checked before anything is written
-    from geomcap.train import check_writable, resolve_device
-
     pythia.check_model(args.model)
     pythia.check_benchmarks(args.benchmarks)
     pythia.select_revisions(args.revisions, pythia.available_revisions(args.model))
     resolve_device(args.device)
-    if args.batch_tokens is not None and args.batch_tokens < 1:
-        raise ValueError(f"--batch-tokens must be a positive integer, got {args.batch_tokens}")
+    _positive("--batch-tokens", args.batch_tokens)
     check_writable(args.out)
     report = pythia.run(args.model, revisions=args.revisions, benchmarks=args.benchmarks, root=args.out,
                         cache_dir=args.cache_dir, delete_downloads=args.delete_downloads, device=args.device,
@@ -535,6 +442,7 @@ def cmd_pythia(args) -> int:
 
 
 def _bench_parser(sub) -> None:
+    """``geomcap bench`` and its options (see :mod:`geomcap.bench`)."""
     p = sub.add_parser("bench", help="benchmarks: throughput vs a transformers peer and the matmul peak, cost of "
                                      "the measures, RankMe vs a naive SVD (JSON into data/bench)")
     p.add_argument("--parts", default="default",
@@ -580,16 +488,16 @@ def _bench_command(args) -> str:
 
 
 def cmd_bench(args) -> int:
+    """``geomcap bench``: the benchmarks' parts into a JSON file, then their figures and targets."""
     from geomcap import bench
-    from geomcap.train import resolve_device
+    from geomcap.models import resolve_device
 
     parts = bench.parse_parts(args.parts)
     dev = resolve_device(args.device)
     out = args.out or str(bench.committed_results_dir() / bench.default_output_name(dev))
     peer = None if args.peer == "none" else args.peer
     rankme_sizes = bench.parse_sizes(args.rankme_n, args.rankme_d)
-    if args.rankme_repeats is not None and args.rankme_repeats < 1:
-        raise ValueError(f"--rankme-repeats must be a positive integer, got {args.rankme_repeats}")
+    _positive("--rankme-repeats", args.rankme_repeats)
     result = bench.run_bench(out, parts=parts, device=args.device, presets=args.presets, task=args.task,
                              level=args.level, batch_size=args.batch_size, rounds=args.rounds,
                              block_s=args.block_s, max_step_s=args.max_step_s, peer=peer,
@@ -607,6 +515,7 @@ def cmd_bench(args) -> int:
 
 
 def _checkpoints_parser(sub) -> None:
+    """``geomcap checkpoints`` and its options (see :func:`geomcap.monitor.measure_checkpoints`)."""
     p = sub.add_parser("checkpoints", help="per-layer RankMe of every saved checkpoint (checkpoint-<N> or step<N> "
                                             "folders of any causal LM) on a file of prompts -> DIR/metrics.csv")
     p.add_argument("root", help="folder of checkpoint-<N> (Trainer) or step<N> (Pythia) subfolders")
@@ -618,7 +527,10 @@ def _checkpoints_parser(sub) -> None:
 
 
 def cmd_checkpoints(args) -> int:
-    from geomcap import monitor, train
+    """``geomcap checkpoints``: per-layer RankMe of a folder of saved checkpoints, and its collapse."""
+    from geomcap import monitor
+    from geomcap.models import resolve_device
+    from geomcap.store import check_writable
 
     position = args.position if args.position == "mean" else None
     if position is None:
@@ -626,11 +538,11 @@ def cmd_checkpoints(args) -> int:
             position = int(args.position)
         except ValueError:
             raise ValueError(f"--position must be an integer or 'mean', got {args.position!r}") from None
-    train.check_writable(args.out)
+    check_writable(args.out)
     monitor.check_out(args.out, "--out")
     prompts = monitor.read_prompts(args.prompts, "--prompts")
     result = monitor.measure_checkpoints(args.root, prompts, args.out, position=position,
-                                         device=train.resolve_device(args.device),
+                                         device=resolve_device(args.device),
                                          progress=lambda line: print(line, file=sys.stderr))
     series = result.checkpoints
     left_out = (f" ({series['prompts_left_out']} more left out: longer than the model's {series['context']} "
@@ -652,10 +564,13 @@ def _one_line_errors() -> tuple:
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """``warnings.formatwarning`` for the command: "geomcap: warning: MESSAGE", one line."""
     return f"geomcap: warning: {message}\n"
 
 
 def main(argv=None) -> int:
+    """Run the ``geomcap`` command on ``argv`` (default: sys.argv); returns the exit status (2: bad input,
+    one line on stderr; 130: interrupted)."""
     import warnings
 
     warnings.formatwarning = _one_line_warning  # e.g. a run of the store skipped: one line naming its file

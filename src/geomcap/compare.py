@@ -23,7 +23,8 @@ import pandas as pd
 DEFAULT_RTOL = 1e-4
 KEYS = ["step", "layer", "measure"]
 
-__all__ = ["DEFAULT_RTOL", "HEADLINE_MEASURES", "compare_metrics", "format_comparison", "relative_difference"]
+__all__ = ["DEFAULT_RTOL", "HEADLINE_MEASURES", "compare_metrics", "format_comparison", "relative_difference",
+           "rerun_report"]
 
 
 def relative_difference(a, b) -> np.ndarray:
@@ -122,3 +123,15 @@ def format_comparison(result: dict) -> str:
     if headline:
         line += "\nfirst departures: " + ", ".join(headline)
     return line
+
+
+def rerun_report(recorded_dir, rerun_dir) -> str:
+    """One report of how a rerun's metrics.csv agrees with the recorded run's (``geomcap train --from``):
+    byte-identical, or :func:`format_comparison` of the rows both hold."""
+    from geomcap import store
+
+    recorded = recorded_dir / store.METRICS_FILE
+    if recorded.read_bytes() == (rerun_dir / store.METRICS_FILE).read_bytes():
+        return f"metrics.csv byte-identical to {recorded}"
+    result = compare_metrics(store.read_metrics(recorded_dir), store.read_metrics(rerun_dir))
+    return f"metrics.csv against {recorded}: {format_comparison(result)}"

@@ -38,19 +38,19 @@ import torch
 
 from geomcap import models, store, tasks
 from geomcap.sweep import grid, pack_groups
-from geomcap.train import TrainConfig, checkpoint_steps
+from geomcap.config import DEFAULT_LEVEL_STEPS, TrainConfig, checkpoint_steps, parse_steps
 
 H200_BF16_FLOPS = 790e12
 MODES = ("grid", "c8")
-DEFAULT_STEPS = {"easy": 2000, "medium": 4000, "hard": 8000}  # the CPU re-run's steps per level
 MAX_FILES = 8
 
 
 def grid_configs(mode: str = "grid", steps=None, task: str = "add", level: str = "hard",
                  **overrides) -> list[TrainConfig]:
     """The runs of a mode: ``grid`` = presets x tasks x levels, seed 0; ``c8`` = presets x seeds 0-2 on
-    one (task, level). ``steps``: int or {level: steps} (default :data:`DEFAULT_STEPS`)."""
-    steps = DEFAULT_STEPS if steps is None else steps
+    one (task, level). ``steps``: int or {level: steps} (default :data:`geomcap.config.DEFAULT_LEVEL_STEPS`, the
+    CPU re-run's)."""
+    steps = DEFAULT_LEVEL_STEPS if steps is None else steps
     sizes = list(models.PRESETS)
     if mode == "grid":
         return grid(sizes=sizes, seeds=[0], steps=steps, **overrides)
@@ -180,7 +180,7 @@ def measure_costs(presets=("405k", "1.3m"), steps: int = 3, pack: int = 8, batch
     preset, the operators a packed step dispatches (counted with the profiler, fitted as
     fixed + per layer + per run), and the geometry's cost per unit of hidden-state size."""
     from geomcap import packed
-    from geomcap.train import _geometry_rows
+    from geomcap.recorders import geometry_rows
 
     torch.set_num_threads(1)
     out = {"threads": 1, "batch_size": batch_size, "presets": {}}
@@ -231,7 +231,7 @@ def measure_costs(presets=("405k", "1.3m"), steps: int = 3, pack: int = 8, batch
     hidden = [torch.randn(N, T, m.d_model) for _ in range(m.n_layer + 1)]
     labels = np.random.default_rng(0).integers(0, 10, N)
     t0 = time.perf_counter()
-    _geometry_rows(hidden, torch.randn(N, T, m.d_model), T - 5, labels, 0, variants=True)
+    geometry_rows(hidden, torch.randn(N, T, m.d_model), T - 5, labels, 0, variants=True)
     geo_s = time.perf_counter() - t0
     unit = (m.n_layer + 1) * N * m.d_model * min(N, m.d_model)
     out.update(geometry_s_per_checkpoint={presets[-1]: round(geo_s, 3)}, geometry_s_per_unit=geo_s / unit)
@@ -319,7 +319,6 @@ def bench_table(root) -> dict:
 
 
 def _parse_steps(text):
-    from geomcap.sweep import parse_steps
     return None if text is None else parse_steps(text)
 
 

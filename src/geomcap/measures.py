@@ -8,10 +8,16 @@ its transition is compared with acquisition, :data:`geomcap.events.PRECURSOR_MEA
 a series every precursor is compared with: behaviour, which moves with behaviour by construction, and the
 parameter norm).
 
-The registry is the list of names the rest of geomcap reads: :mod:`geomcap.train` (what to record,
-when), :mod:`geomcap.events` (the precursor series), :mod:`geomcap.results` and the ``geomcap``
-command (the costly measures, the RankMe variants). It describes; the metrics files on disk are what
-:func:`geomcap.train.evaluate` and :func:`geomcap.train.costly_measures` write, in their order.
+A measure of the probe batch's hidden states also says what it is computed from (``source``: the
+answer-position states of each layer, every position stacked, the mean over positions, or the last
+block's residual stream before the final LayerNorm) and how (``statistic``: RankMe, centred RankMe, the
+mean-energy share, or a linear probe to the answer's first token or to the control task's labels).
+
+The registry is the list of names the rest of geomcap reads: :mod:`geomcap.recorders` (what to record,
+when, from what: the one place each measure is computed, for :mod:`geomcap.train`, :mod:`geomcap.packed`
+and :mod:`geomcap.monitor` alike), :mod:`geomcap.events` (the precursor series), :mod:`geomcap.results`
+and the ``geomcap`` command (the costly measures, the RankMe variants). It imports nothing heavy: the
+analysis reads it without torch.
 """
 
 from __future__ import annotations
@@ -21,10 +27,17 @@ from dataclasses import dataclass
 #: when a measure is recorded: at every checkpoint; at the thinned checkpoints of the training-set
 #: evaluation (0 and the powers of two over the dense part, then every checkpoint); at those of the
 #: RankMe variants (every second one after the dense part); at those of the costly measures (every
-#: ``costly_every``-th; see :func:`geomcap.train.recorded_at`)
+#: ``costly_every``-th; see :func:`geomcap.config.recorded_at`)
 RECORDED = ("every", "train_eval", "variants", "costly")
 #: where a measure's values live (the ``layer`` column): -1, every layer, or the last layer only
 LAYERS = ("model", "each", "last")
+#: what a measure of hidden states is computed from, per layer (N = probe rows, T = positions, d = width):
+#: the answer position's states (N, d); every position stacked (N * T, d); the mean over positions (N, d);
+#: the last block's residual stream at the answer position, before the final LayerNorm (N, d)
+SOURCES = ("answer", "all_positions", "mean_pooled", "residual")
+#: how: of the matrix (``geomcap.recorders.STATISTICS``), or a held-out linear probe of every layer's matrix
+#: to the answer's first token (``probe``) or to the control task's labels (``control_probe``)
+STATISTICS = ("rankme", "rankme_centred", "mean_energy_share", "probe", "control_probe")
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,8 @@ class Measure:
     option: str | None = None      # costly measures: the TrainConfig.measures name that records it
     precursor: bool = False
     baseline: bool = False
+    source: str | None = None      # measures of hidden states: what (SOURCES) and how (STATISTICS)
+    statistic: str | None = None
 
     def __post_init__(self):
         if self.layers not in LAYERS:
@@ -46,6 +61,10 @@ class Measure:
             raise ValueError(f"recorded must be one of {', '.join(RECORDED)}, got {self.recorded!r}")
         if self.costly != (self.recorded == "costly") or self.costly != (self.option is not None):
             raise ValueError(f"{self.name}: a costly measure is recorded at the costly checkpoints, with an option")
+        if (self.source is None) != (self.statistic is None) or (self.source is not None and (
+                self.source not in SOURCES or self.statistic not in STATISTICS or self.layers == "model")):
+            raise ValueError(f"{self.name}: a measure of hidden states has a source of {', '.join(SOURCES)} and a "
+                             f"statistic of {', '.join(STATISTICS)}, per layer")
 
     @property
     def per_layer(self) -> bool:
@@ -57,20 +76,26 @@ class Measure:
 #: behavioural baselines)
 MEASURES = (
     Measure("rankme", "each", "every", "RankMe of the answer-position hidden states, uncentred (the primary "
-            "measure)", precursor=True),
-    Measure("rankme_centred", "each", "every", "the same, centred", precursor=True),
+            "measure)", precursor=True, source="answer", statistic="rankme"),
+    Measure("rankme_centred", "each", "every", "the same, centred", precursor=True, source="answer",
+            statistic="rankme_centred"),
     Measure("rankme_all_positions", "each", "variants", "RankMe of every position of every probe sequence",
-            precursor=True),
-    Measure("rankme_mean_pooled", "each", "variants", "RankMe of the mean over positions", precursor=True),
+            precursor=True, source="all_positions", statistic="rankme"),
+    Measure("rankme_mean_pooled", "each", "variants", "RankMe of the mean over positions", precursor=True,
+            source="mean_pooled", statistic="rankme"),
     Measure("rankme_residual", "last", "every", "RankMe of the last block's residual stream before the final "
-            "LayerNorm", precursor=True),
-    Measure("rankme_centred_residual", "last", "every", "the same, centred", precursor=True),
+            "LayerNorm", precursor=True, source="residual", statistic="rankme"),
+    Measure("rankme_centred_residual", "last", "every", "the same, centred", precursor=True, source="residual",
+            statistic="rankme_centred"),
     Measure("mean_energy_share", "each", "every", "share of the uncentred energy the mean direction carries",
-            precursor=True),
-    Measure("mean_energy_share_residual", "last", "every", "the same, before the final LayerNorm", precursor=True),
-    Measure("probe_accuracy", "each", "every", "linear probe to the first answer token", precursor=True),
+            precursor=True, source="answer", statistic="mean_energy_share"),
+    Measure("mean_energy_share_residual", "last", "every", "the same, before the final LayerNorm", precursor=True,
+            source="residual", statistic="mean_energy_share"),
+    Measure("probe_accuracy", "each", "every", "linear probe to the first answer token", precursor=True,
+            source="answer", statistic="probe"),
     Measure("probe_control_accuracy", "each", "every", "the same probe on the control task's labels (a fixed "
-            "random function of the prompt; Hewitt & Liang 2019): selectivity = probe_accuracy minus this"),
+            "random function of the prompt; Hewitt & Liang 2019): selectivity = probe_accuracy minus this",
+            source="answer", statistic="control_probe"),
     Measure("grad_rank", "model", "costly", "effective rank of the per-example gradients", costly=True,
             option="grad_rank", precursor=True),
     Measure("grad_cov_rank", "model", "costly", "effective rank of their covariance", costly=True,

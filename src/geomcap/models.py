@@ -49,6 +49,7 @@ unembedding reads), the same convention as Hugging Face's
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -295,3 +296,24 @@ def answer_loss(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor,
     if reduction == "mean":
         return per_example.mean()
     raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+
+
+# --- where and in which precision the models run ------------------------------
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """'auto' -> cuda when present, else cpu; 'cpu' and 'cuda[:N]' as given (ValueError: CUDA absent, or
+    another name)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
+    return torch.device(device)
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA (float32 master weights); nothing on the CPU."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()

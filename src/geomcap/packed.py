@@ -9,16 +9,15 @@ call into one call over K x B sequences::
     from geomcap.packed import train_packed
     run_dirs = train_packed([cfg_add, cfg_mod, cfg_copy], root="runs", device="cuda")
 
-Each run keeps everything that makes it *that* run: its initialisation
-(``torch.manual_seed(cfg.seed)`` then ``models.build``, as ``train.train``),
-its data and its seeded batch generator (the same draws), AdamW with its own
-weight decay (implemented on the stacked tensors, the same update as
+Each run keeps everything that makes it *that* run: its data, initialisation,
+optimizer state and seeded batch generator (``train.training_setup``, as ``train.train``: the same
+draws), AdamW with its own weight decay (implemented on the stacked tensors, the same update as
 ``torch.optim.AdamW``), gradient-norm clipping on its own gradient, the
-learning-rate schedule ``train.learning_rate``, the checkpoint schedule and
-the evaluation (``train.evaluate`` on a per-run module holding the run's
+learning-rate schedule ``config.learning_rate``, the checkpoint schedule and
+its recorder (``recorders.CheckpointRecorder`` on a per-run module holding the run's
 current weights; on a GPU its geometry and probes run on the device in float64
-and only the scalars come back). Each run's directory is written as ``train.train`` writes
-it: config.json (provenance says ``pack``: how many runs shared the
+and only the scalars come back). Only the forward pass and the update are the pack's own. Each run's
+directory is written by ``train``'s functions, as ``train.train`` writes it: config.json (provenance says ``pack``: how many runs shared the
 computation), metrics.csv, state.pt while in progress (the same format, so a
 packed run resumes alone and an alone run resumes packed), status.json. A
 complete run is reused; a run stops at its own early stop, and from there its
@@ -52,7 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -60,13 +59,13 @@ import torch.nn.functional as F
 from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
 from geomcap import store, tasks
-from geomcap.models import ALL_PRESETS, ModelConfig, answer_inputs, build, count_parameters
-from geomcap.train import (TrainConfig, _prepare_run_dir, _progress_summary, autocast, check_writable,
-                           checkpoint_steps, costly_measures, evaluate, learning_rate, make_optimizer,
-                           perturb_weights, recorded_at, resolve_device, stop_due, task_data, task_facts,
-                           write_status)
+from geomcap.config import TrainConfig, config_checkpoints, learning_rate
+from geomcap.models import ALL_PRESETS, ModelConfig, answer_inputs, autocast, resolve_device
+from geomcap.recorders import CheckpointRecorder
+from geomcap.train import (claim_run_dir, finish, progress_summary, restore_state, save_state, stop_due,
+                           training_setup, write_config)
 
-ADAM_EPS = 1e-8  # torch.optim.AdamW's default, which train.train uses
+ADAM_EPS = 1e-8  # torch.optim.AdamW's default, which train.make_optimizer uses
 #: the config fields every run of a pack must share (one step loop, one checkpoint schedule)
 SHARED_FIELDS = ("size", "steps", "batch_size", "n_log_checkpoints", "n_linear_checkpoints", "dense_steps",
                  "beta1", "beta2")
@@ -75,7 +74,7 @@ SHARED_FIELDS = ("size", "steps", "batch_size", "n_log_checkpoints", "n_linear_c
 # --- the model with a leading run dimension --------------------------------
 
 def stack_parameters(modules) -> dict[str, torch.Tensor]:
-    """K models of one preset -> {name: (K, *shape)} leaf tensors requiring grad.
+    """K models of one preset -> ``{name: (K, *shape)}`` leaf tensors requiring grad.
 
     Names are ``named_parameters()``'s: the tied unembedding is the token embedding."""
     named = [dict(m.named_parameters()) for m in modules]
@@ -182,25 +181,18 @@ def adamw_step_(params: list, grads: list, exp_avg: list, exp_avg_sq: list, *, l
 @dataclass(eq=False)
 class _Run:
     """One run of a pack: its config, data, per-run module and optimizer (the canonical state
-    between intervals), batch generator and metrics so far."""
+    between intervals), batch generator, recorder (its metrics so far) and step."""
     cfg: TrainConfig
     run_dir: Path
     data: tasks.TaskData
     model: torch.nn.Module
     optimizer: torch.optim.AdamW
     batch_gen: torch.Generator
+    recorder: CheckpointRecorder
     inputs: torch.Tensor          # (n_train, T_pack) right-padded training inputs, on the device
     answers: torch.Tensor         # (n_train, Ta) on the device
     step: int = 0
-    rows: list = field(default_factory=list)
-    carry: dict = field(default_factory=dict)
-    timers: dict = field(default_factory=lambda: {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0,
-                                                  "costly_s": 0.0})
     stopped: bool = False
-
-    @property
-    def state_path(self) -> Path:
-        return self.run_dir / store.STATE_FILE
 
 
 def check_packable(configs) -> None:
@@ -224,75 +216,27 @@ def pack_key(cfg: TrainConfig) -> tuple:
     return tuple(getattr(cfg, name) for name in SHARED_FIELDS)
 
 
-def _lock_run(cfg: TrainConfig, out, locks: contextlib.ExitStack) -> bool:
-    """Whether the run in ``out`` is to be trained; if so, its directory is created and locked as
-    ``train.train`` locks it (``store.run_lock``), the lock entered into ``locks``. Raises
-    ``store.RunLockedError`` if another process writes the directory."""
-    run_dir = _prepare_run_dir(cfg, out)
-    if store.is_complete(run_dir):
-        return False
-    check_writable(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    locks.enter_context(store.run_lock(run_dir))
-    _prepare_run_dir(cfg, run_dir)  # again, under the lock: another writer may have started it
-    if store.is_complete(run_dir):
-        return False
-    store.remove_temporary_files(run_dir)  # left by a writer killed mid-write (we hold the lock)
-    return True
-
-
-def _open_run(cfg: TrainConfig, run_dir: Path, dev, seq_len: int, pack: int) -> _Run:
-    """A locked run ready to train (resumed from its state.pt if there is one)."""
-    data = task_data(cfg)
-    torch.manual_seed(cfg.seed)
-    model = build(cfg.size, data.vocab_size)
-    if cfg.perturb:
-        perturb_weights(model, cfg.perturb, cfg.perturb_seed)
-    if seq_len > model.cfg.block_size:
-        raise ValueError(f"the pack needs {seq_len} positions, more than block_size {model.cfg.block_size}")
-    model.to(dev)
-    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
-    run = _Run(cfg=cfg, run_dir=run_dir, data=data, model=model, optimizer=optimizer,
-               batch_gen=torch.Generator().manual_seed(cfg.seed),
+def _open_run(cfg: TrainConfig, run_dir: Path, dev, seq_len: int, pack: int, schedule) -> _Run:
+    """A claimed run ready to train (resumed from its state.pt if there is one), as ``train.train`` opens it."""
+    data, model, optimizer, batch_gen = training_setup(cfg, dev, positions=seq_len)
+    run = _Run(cfg=cfg, run_dir=run_dir, data=data, model=model, optimizer=optimizer, batch_gen=batch_gen,
+               recorder=CheckpointRecorder(cfg, data, dev, schedule, geometry_on_device=dev.type == "cuda"),
                inputs=pad_right(answer_inputs(data.train_prompts, data.train_answers), seq_len).to(dev),
                answers=data.train_answers.to(dev))
-    if run.state_path.exists():
-        state = store.load_state(run.state_path)
-        model.load_state_dict(state["model"])
-        run.optimizer.load_state_dict(state["optimizer"])
-        run.batch_gen.set_state(state["batch_gen"])
-        run.step = int(state["step"])
-        run.rows = [tuple(r) for r in state["rows"]]
-        run.timers.update(state["timers"])
-        run.carry = {k: v.numpy() for k, v in state.get("carry", {}).items()}
-    else:
-        provenance = {**store.provenance(dev.type), "pack": pack}
-        store.atomic_write_json(run_dir / store.CONFIG_FILE, {**cfg.to_dict(), "provenance": provenance})
+    step = restore_state(run_dir, model, optimizer, batch_gen, run.recorder)
+    if step is None:
+        write_config(run_dir, cfg, dev, pack=pack)
+    run.step = step or 0
     return run
 
 
-def _checkpoint(run: _Run, dev, variants: bool, train_eval: bool, costly: bool, save: bool = True) -> dict:
-    """train.train's checkpoint: evaluate the per-run module, append the rows, save state and metrics
-    (not with ``save=False``)."""
-    t0 = time.perf_counter()
-    step_rows, geo_s = evaluate(run.model, run.data, run.cfg, dev, variants=variants, train_eval=train_eval,
-                                geometry_on_device=dev.type == "cuda")
-    t1 = time.perf_counter()
-    if costly:
-        step_rows += costly_measures(run.model, run.data, run.cfg, run.carry)
-        run.model.to(dev)
-    run.timers["eval_s"] += t1 - t0
-    run.timers["geometry_s"] += geo_s
-    run.timers["costly_s"] += time.perf_counter() - t1
-    run.rows.extend((int(run.step), int(layer), str(measure), float(value)) for layer, measure, value in step_rows)
-    if not save:
-        return dict(_progress_summary(step_rows))
-    store.atomic_torch_save({"model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
-                             "batch_gen": run.batch_gen.get_state(), "step": run.step, "rows": run.rows,
-                             "timers": run.timers,
-                             "carry": {k: torch.from_numpy(v) for k, v in run.carry.items()}}, run.state_path)
-    store.write_metrics(run.run_dir, run.rows)
-    return dict(_progress_summary(step_rows))
+def _checkpoint(run: _Run, save: bool = True) -> dict:
+    """train.train's checkpoint: the run's recorder on its per-run module, then its state and metrics
+    (not with ``save=False``); returns the progress bar's summary."""
+    step_rows = run.recorder.update(run.model, run.step)
+    if save:
+        save_state(run.run_dir, run.step, run.model, run.optimizer, run.batch_gen, run.recorder)
+    return progress_summary(step_rows)
 
 
 def _stack_runs(runs, dev):
@@ -383,33 +327,28 @@ def train_packed(configs, outs=None, root=None, device: str = "auto", progress: 
         raise ValueError("outs must be distinct: two configs of the pack would share a run directory")
     dev = resolve_device(device)
     seq_len = max(sum(tasks.sequence_lengths(c.task, c.level, c.task_params)) - 1 for c in configs)
+    schedule = config_checkpoints(configs[0])
     with contextlib.ExitStack() as locks:  # one writer per run directory, for as long as the pack trains
-        todo = [(c, o) for c, o in zip(configs, outs) if _lock_run(c, o, locks)]  # every lock before any write
-        runs = [_open_run(c, o, dev, seq_len, len(configs)) for c, o in todo]
+        todo = [(c, o) for c, o in zip(configs, outs) if claim_run_dir(c, o, locks)]  # every lock before any write
+        runs = [_open_run(c, o, dev, seq_len, len(configs), schedule) for c, o in todo]
         if runs:
-            _train_runs(runs, dev, progress, keep_state, save_state)
+            _train_runs(runs, schedule, dev, progress, keep_state, save_state)
     return outs
 
 
-def _train_runs(runs: list, dev, progress: bool, keep_state: bool, save_state: bool) -> None:
+def _train_runs(runs: list, schedule, dev, progress: bool, keep_state: bool, save_state: bool) -> None:
     """The body of :func:`train_packed`: train the opened (and locked) runs to their end."""
-    cfg0 = runs[0].cfg
-    schedule = checkpoint_steps(cfg0.steps, cfg0.n_log_checkpoints, cfg0.n_linear_checkpoints, cfg0.dense_steps)
-    variants_at = recorded_at("variants", schedule, cfg0)
-    train_eval_at = recorded_at("train_eval", schedule, cfg0)
-    costly_at = {id(r): recorded_at("costly", schedule, r.cfg) if r.cfg.measures else set() for r in runs}
     chance = {id(r): tasks.chance_accuracy(r.data.test_answers) for r in runs}
-
     bar = tqdm(total=int(schedule[-1]), initial=min(r.step for r in runs), disable=not progress,
-               desc=f"pack of {len(runs)} {cfg0.size}", unit="step")
+               desc=f"pack of {len(runs)} {runs[0].cfg.size}", unit="step")
     try:
         for r in runs:
-            if not r.rows:  # a fresh run: the checkpoint at step 0
-                _checkpoint(r, dev, 0 in variants_at, 0 in train_eval_at, 0 in costly_at[id(r)], save_state)
+            if not r.recorder.rows:  # a fresh run: the checkpoint at step 0
+                _checkpoint(r, save_state)
         for start, end in zip(schedule[:-1].tolist(), schedule[1:].tolist()):
             waiting = [r for r in runs if r.step == start and not r.stopped]
             for r in waiting:
-                r.stopped = stop_due(r.rows, chance[id(r)], r.cfg, start)
+                r.stopped = stop_due(r.recorder.rows, chance[id(r)], r.cfg, start)
             active = [r for r in waiting if not r.stopped]
             if not active:
                 continue
@@ -418,21 +357,16 @@ def _train_runs(runs: list, dev, progress: bool, keep_state: bool, save_state: b
             seconds = _train_interval(active, start, end, dev)
             summary = {}
             for r in active:
-                r.timers["train_s"] += seconds / len(active)
+                r.recorder.timers["train_s"] += seconds / len(active)
                 r.step = end
-                summary = _checkpoint(r, dev, end in variants_at, end in train_eval_at, end in costly_at[id(r)],
-                                      save_state)
+                summary = _checkpoint(r, save_state)
             bar.update(end - bar.n)
             bar.set_postfix({"active": len(active), **summary})
     finally:  # without state, what was measured before an interruption is kept as metrics.csv
         if not save_state:
             for r in runs:
-                if r.rows:
-                    store.write_metrics(r.run_dir, r.rows)
+                if r.recorder.rows:
+                    store.write_metrics(r.run_dir, r.recorder.rows)
     bar.close()
-
     for r in runs:
-        write_status(r.run_dir, r.cfg, r.step, schedule, r.timers, count_parameters(r.model),
-                     r.data.prompt_len + r.data.answer_len - 1, task_facts(r.data, r.cfg))
-        if not keep_state:
-            r.state_path.unlink(missing_ok=True)
+        finish(r.run_dir, r.cfg, r.step, schedule, r.recorder, r.model, keep_state)

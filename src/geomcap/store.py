@@ -229,6 +229,16 @@ def read_state(path) -> dict | None:
     return state
 
 
+def check_writable(path) -> None:
+    """Raise ValueError if a run directory could not be created/written at ``path`` (creates nothing)."""
+    path = Path(path).resolve()
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write run directory {path}: {probe} is not a writable directory")
+
+
 def remove_temporary_files(run_dir) -> list[Path]:
     """Remove the temporary files (``.NAME.*.tmp``) an atomic write killed midway left in ``run_dir``.
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
 from geomcap import store
+from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, TrainConfig, parse_steps  # noqa: F401 (parse_steps: the CLI's)
 from geomcap.tasks import LEVELS, TASKS
-from geomcap.train import TrainConfig, field_type
 
 
 @dataclass(frozen=True)
@@ -49,15 +49,17 @@ class RunResult:
         return self.error is None
 
 
-def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=2000, **overrides) -> list[TrainConfig]:
+def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=None, **overrides) -> list[TrainConfig]:
     """The cartesian product tasks x levels x sizes x seeds as TrainConfigs.
 
-    ``steps`` is an int or a {level: steps} dict; ``overrides`` are further
+    ``steps`` is an int or a {level: steps} dict (default :data:`geomcap.config.DEFAULT_LEVEL_STEPS`, the
+    committed runs' budgets); ``overrides`` are further
     TrainConfig fields. Defaults: every task, every level. Invalid values
     raise ValueError before anything runs.
     """
     tasks = TASKS if tasks is None else tasks
     levels = LEVELS if levels is None else levels
+    steps = DEFAULT_LEVEL_STEPS if steps is None else steps
     for axis, values in (("tasks", tasks), ("levels", levels), ("sizes", sizes), ("seeds", seeds)):
         if isinstance(values, str) or len(values) == 0:
             raise ValueError(f"{axis} must be a non-empty list, got {values!r}")
@@ -333,42 +335,18 @@ def _terminate_workers(executor: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
-def parse_steps(text: str) -> int | dict:
-    """'3000' -> 3000; 'easy=1000,medium=3000,hard=6000' (or with ':' for '=') -> dict of the levels given
-    (:func:`grid` needs a value for each level it is asked for). Notebooks use ':' because papermill cannot
-    read a parameter line with two '='."""
-    text = text.replace(":", "=")
-    if "=" not in text:
-        return _steps_int(text)
-    mapping = {}
-    for part in text.split(","):
-        level, _, value = part.partition("=")
-        level = level.strip()
-        if level not in LEVELS:
-            raise ValueError(f"unknown level {level!r} in --steps; choose from: {', '.join(LEVELS)}")
-        mapping[level] = _steps_int(value)
-    return mapping
-
-
-def _steps_int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"--steps: {text.strip()!r} is not an integer") from None
-
-
 #: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper
 #: leaves unstated, the negative control, a stop step, the twins' perturbation); the grid's own axes and
 #: the measures have their own options.
-SETTABLE_FIELDS = {name: field_type(name) for name in ("lr", "weight_decay", "beta1", "beta2", "warmup_steps",
-                                                        "min_lr_ratio", "grad_clip", "batch_size", "answer_order",
-                                                        "schedule", "control", "stop_at", "perturb",
-                                                        "perturb_seed")}
+SETTABLE_FIELDS = {name: SETTINGS[name].type for name in (
+    "lr", "weight_decay", "beta1", "beta2", "warmup_steps", "min_lr_ratio", "grad_clip", "batch_size", "answer_order",
+    "schedule", "control", "stop_at", "perturb", "perturb_seed")}
 
 
 def parse_settings(items) -> dict:
     """['warmup_steps=0', 'lr=3e-4'] -> {'warmup_steps': 0, 'lr': 0.0003}: TrainConfig overrides for
-    :func:`grid`. Only :data:`SETTABLE_FIELDS`; a value is converted to the field's type."""
+    :func:`grid`. Only :data:`SETTABLE_FIELDS`; a value is read as the field's schema row reads text
+    (:meth:`geomcap.schema.Param.parse`: ``none`` where None is allowed), and checked by TrainConfig."""
     settings = {}
     for item in items or ():
         key, sep, value = item.partition("=")
@@ -378,8 +356,8 @@ def parse_settings(items) -> dict:
         if key not in SETTABLE_FIELDS:
             raise ValueError(f"--set {key}: not a settable field; choose from: {', '.join(SETTABLE_FIELDS)}")
         try:
-            settings[key] = SETTABLE_FIELDS[key](value)
+            settings[key] = SETTINGS[key].parse(value)
         except ValueError:
-            kind = "an integer" if SETTABLE_FIELDS[key] is int else "a number"
+            kind = {int: "an integer", float: "a number", bool: "true or false"}[SETTINGS[key].type]
             raise ValueError(f"--set {key}: {value!r} is not {kind}") from None
     return settings

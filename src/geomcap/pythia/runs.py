@@ -11,12 +11,12 @@ import pandas as pd
 import torch
 
 from geomcap import diagnostics, store
+from geomcap.models import resolve_device
 from geomcap.pythia.loading import default_dtype, delete_cached_revision, load_revision, load_tokenizer
 from geomcap.pythia.revisions import (SCHEDULE_STEPS, TOKENS_PER_STEP, RevisionUnavailable, available_revisions,
                                      check_model, model_label, revision_step, select_revisions, standin_info)
 from geomcap.pythia.scoring import benchmark_rows, encode_items, fitting_items, score_items
 from geomcap.pythia.standin import STANDIN_BUILD_KEYS
-from geomcap.train import resolve_device
 
 #: bump when the scoring changes: it is part of every run's config
 SCORING = "loglik-v1: <|endoftext|> + context + choice, right padding; sum and per byte; pairs whole sentence"

@@ -11,10 +11,12 @@ import numpy as np
 import torch
 
 from geomcap import diagnostics, store
+from geomcap.config import lr_schedule
 from geomcap.models import LogitsOnly
 from geomcap.pythia.loading import _quiet_transformers
 from geomcap.pythia.revisions import STANDIN_FILE, STANDIN_NAME, standin_info
-from geomcap.train import check_writable, lr_schedule, make_optimizer, train_step
+from geomcap.store import check_writable
+from geomcap.train import make_optimizer, train_step
 
 STANDIN_BUILD_KEYS = ("steps", "layers", "width", "heads", "vocab_size", "seq_len", "batch_size", "lr",
                       "every", "seed", "templates", "max_chars", "puzzles", "puzzle_objects")
@@ -81,7 +83,7 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
     tokenizer; ``out/standin.json`` (written last) records the build, the
     revisions and ``tokens_per_step`` (batch_size x seq_len). Trained with
     geomcap's one training step (:func:`geomcap.train.train_step`,
-    :func:`geomcap.train.make_optimizer`, :func:`geomcap.train.lr_schedule`):
+    :func:`geomcap.train.make_optimizer`, :func:`geomcap.config.lr_schedule`):
     AdamW (betas 0.9, 0.95; weight decay 0.01 on the matrices) with 1% linear
     warmup then cosine decay to 10% of ``lr`` (Pythia's schedule), gradient norm
     clipped at 1. ``first_loss``: the training loss (nats/token) of the first
