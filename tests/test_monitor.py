@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from geomcap import cli, events, geometry, monitor, plots, pythia, store
+from geomcap import checkpoints, cli, events, geometry, monitor, plots, pythia, store
 from geomcap.monitor import GeometryCallback, GeometryMonitor, select_positions
 from geomcap.train import checkpoint_steps
 
@@ -365,10 +365,10 @@ def test_checkpoints_bad_input(tmp_path, capsys):
     (tmp_path / "twice" / "step5").mkdir(parents=True)
     (tmp_path / "twice" / "checkpoint-5").mkdir()
     with pytest.raises(ValueError, match="both step 5"):
-        monitor.checkpoint_folders(tmp_path / "twice")
+        checkpoints.checkpoint_folders(tmp_path / "twice")
     prompts.write_text("only one\n")
     with pytest.raises(ValueError, match="at least 2 prompts"):
-        monitor.read_prompts(prompts)
+        checkpoints.read_prompts(prompts)
 
 
 @pytest.fixture(scope="module")

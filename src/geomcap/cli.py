@@ -515,7 +515,7 @@ def cmd_bench(args) -> int:
 
 
 def _checkpoints_parser(sub) -> None:
-    """``geomcap checkpoints`` and its options (see :func:`geomcap.monitor.measure_checkpoints`)."""
+    """``geomcap checkpoints`` and its options (see :mod:`geomcap.checkpoints`)."""
     p = sub.add_parser("checkpoints", help="per-layer RankMe of every saved checkpoint (checkpoint-<N> or step<N> "
                                             "folders of any causal LM) on a file of prompts -> DIR/metrics.csv")
     p.add_argument("root", help="folder of checkpoint-<N> (Trainer) or step<N> (Pythia) subfolders")
@@ -528,7 +528,7 @@ def _checkpoints_parser(sub) -> None:
 
 def cmd_checkpoints(args) -> int:
     """``geomcap checkpoints``: per-layer RankMe of a folder of saved checkpoints, and its collapse."""
-    from geomcap import monitor
+    from geomcap import checkpoints, monitor
     from geomcap.models import resolve_device
     from geomcap.store import check_writable
 
@@ -539,11 +539,11 @@ def cmd_checkpoints(args) -> int:
         except ValueError:
             raise ValueError(f"--position must be an integer or 'mean', got {args.position!r}") from None
     check_writable(args.out)
-    monitor.check_out(args.out, "--out")
-    prompts = monitor.read_prompts(args.prompts, "--prompts")
-    result = monitor.measure_checkpoints(args.root, prompts, args.out, position=position,
-                                         device=resolve_device(args.device),
-                                         progress=lambda line: print(line, file=sys.stderr))
+    checkpoints.check_out(args.out, "--out")
+    prompts = checkpoints.read_prompts(args.prompts, "--prompts")
+    result = checkpoints.measure_checkpoints(args.root, prompts, args.out, position=position,
+                                             device=resolve_device(args.device),
+                                             progress=lambda line: print(line, file=sys.stderr))
     series = result.checkpoints
     left_out = (f" ({series['prompts_left_out']} more left out: longer than the model's {series['context']} "
                 "positions)" if series["prompts_left_out"] else "")

@@ -16,16 +16,12 @@ What is measured, at each recorded step, on a fixed batch of probe inputs
 (``probe_inputs``: a (B, T) tensor of token ids, or a dict of tensors such as
 a tokenizer's output with ``input_ids`` and ``attention_mask``):
 
-* per layer, from the hidden states at the selected position: ``rankme``
-  (:func:`geomcap.geometry.rankme`, uncentred, eps 1e-7) and
-  ``mean_energy_share`` (:func:`geomcap.geometry.mean_energy_share`, the
-  share of the states' energy in their mean row: near 1, uncentred RankMe
-  measures little more than that shared direction);
-* with ``labels`` (one int per probe row, e.g. the next token):
-  ``probe_accuracy`` per layer (:func:`geomcap.probes.probe_accuracy_by_layer`,
-  held-out ridge probe), and at layer -1 the model's own ``accuracy`` and
-  ``test_loss`` (cross-entropy) on those labels at the same position, when the
-  model returns logits.
+* per layer, from the hidden states at the selected position, computed by the recorders of geomcap's
+  own runs (:func:`geomcap.recorders.state_rows`): ``rankme`` (uncentred, eps 1e-7) and
+  ``mean_energy_share`` (the share of the states' energy in their mean row: near 1, uncentred RankMe
+  measures little more than that shared direction); with ``labels`` (one int per probe row, e.g. the
+  next token) ``probe_accuracy`` (held-out ridge probe), and at layer -1 the model's own ``accuracy``
+  and ``test_loss`` (cross-entropy) on those labels at the same position, when the model returns logits.
 
 Hidden states come from ``output_hidden_states=True`` for a Hugging Face
 model (layer 0 = the embeddings, the last = after the final LayerNorm), or,
@@ -57,14 +53,13 @@ of the drop and held it). A report is final: later steps never revise it, and
 it equals what :func:`geomcap.events.collapse` finds on the whole series, so a
 reader of a live run sees only what is certain. ``monitor.events`` holds it;
 the ``geomcap.monitor`` logger logs one line per event; a ``writer`` and the
-Trainer's log get ``geometry/events/...`` scalars.
+Trainer's log get ``geometry/events/...`` scalars. Saved checkpoint series: :mod:`geomcap.checkpoints`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 import warnings
 from collections.abc import Mapping
@@ -74,16 +69,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from geomcap import events, geometry, probes, store
+from geomcap import events, recorders, store
+from geomcap.config import checkpoint_steps
 
 try:  # the callback needs transformers (pip install geomcap[monitor]); the monitor does not
     from transformers import TrainerCallback
 except ImportError:  # pragma: no cover - exercised only without transformers
     TrainerCallback = object
 
-__all__ = ["GeometryMonitor", "GeometryCallback", "measure_checkpoints", "checkpoint_folders", "read_prompts",
-           "check_out", "context_length", "fitting_prompts", "format_events", "collapse_summary", "capture",
-           "select_positions", "EVENT_FIELDS", "NonFiniteWarning", "CHECKPOINTS_FILE"]
+__all__ = ["GeometryMonitor", "GeometryCallback", "format_events", "collapse_summary", "capture", "select_positions",
+           "EVENT_FIELDS", "NonFiniteWarning"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +87,9 @@ FLOOR_FIELDS = ("peak_step", "peak_value", "onset_step", "floor_step", "floor_va
                 "floor_certain_step")
 #: the recovery's fields of ``monitor.events``, reported together once the recovery is certain
 RECOVERY_FIELDS = ("recovery_step", "recovery_certain_step")
+#: the measures a monitor records per layer (``probe_accuracy`` with labels), computed by the recorders of
+#: geomcap's own runs (:func:`geomcap.recorders.state_rows`)
+MONITORED = ("rankme", "mean_energy_share", "probe_accuracy")
 #: the fields of ``monitor.events`` (``layer`` = the final layer; the others None until that event is certain)
 EVENT_FIELDS = ("layer", *FLOOR_FIELDS, *RECOVERY_FIELDS)
 
@@ -100,9 +98,7 @@ class NonFiniteWarning(RuntimeWarning):
     """A layer's hidden states held NaN or inf: its measures at that step are recorded as NaN."""
 
 
-# ---------------------------------------------------------------------------
-# capture and selection
-# ---------------------------------------------------------------------------
+# --- capture and selection ------------------------------------------------------------------------
 
 
 def _model_device(model) -> torch.device:
@@ -230,9 +226,7 @@ def select_positions(h: torch.Tensor, position, attention_mask=None) -> torch.Te
     return h[torch.arange(h.shape[0], device=h.device), hit.long().argmax(dim=1)]
 
 
-# ---------------------------------------------------------------------------
-# events as steps arrive
-# ---------------------------------------------------------------------------
+# --- events as steps arrive -----------------------------------------------------------------------
 
 
 def _confirmed_collapse(steps, values, window: int = events.COLLAPSE_WINDOW) -> dict:
@@ -262,9 +256,7 @@ def format_events(ev: dict) -> str:
     return line + f"; recovery at step {ev['recovery_step']} (certain at step {ev['recovery_certain_step']})"
 
 
-# ---------------------------------------------------------------------------
-# the monitor
-# ---------------------------------------------------------------------------
+# --- the monitor ----------------------------------------------------------------------------------
 
 
 def _check_schedule(every, schedule, steps):
@@ -275,8 +267,6 @@ def _check_schedule(every, schedule, steps):
         if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if steps is not None:
-        from geomcap.train import checkpoint_steps
-
         return frozenset(int(s) for s in checkpoint_steps(int(steps)))
     if schedule is not None:
         chosen = frozenset(int(s) for s in schedule)
@@ -302,7 +292,7 @@ class GeometryMonitor:
     schedule : collection of int, optional
         Record at exactly these steps.
     steps : int, optional
-        Total training steps: record on ``geomcap.train.checkpoint_steps(steps)``,
+        Total training steps: record on ``geomcap.config.checkpoint_steps(steps)``,
         the dense-early schedule of geomcap's own runs. Give at most one of
         ``every``, ``schedule``, ``steps``; with none, :meth:`maybe_record` raises
         and only :meth:`record` measures.
@@ -367,7 +357,7 @@ class GeometryMonitor:
         self.seconds = 0.0
         #: the (step, layer) records whose hidden states held NaN or inf (their measures are NaN)
         self.nonfinite = 0
-        #: what :func:`measure_checkpoints` recorded of the checkpoint series it measured (None otherwise)
+        #: what :func:`geomcap.checkpoints.measure_checkpoints` recorded of the checkpoint series it measured (None otherwise)
         self.checkpoints: dict | None = None
 
     # -- schedule -----------------------------------------------------------
@@ -423,25 +413,17 @@ class GeometryMonitor:
         finally:
             model.train(was_training)
         finite = [bool(torch.isfinite(Z).all()) for Z in states]  # never pass NaN or inf to the SVD
-        rows = []
-        for layer, (Z, ok) in enumerate(zip(states, finite)):
-            rows.append((layer, "rankme", geometry.rankme(Z) if ok else math.nan))
-            rows.append((layer, "mean_energy_share", geometry.mean_energy_share(Z) if ok else math.nan))
-        if self.labels is not None:
-            if self.labels.size != states[0].shape[0]:
-                raise ValueError(f"labels: {self.labels.size} given, but the position selects "
-                                 f"{states[0].shape[0]} rows")
-            accuracy = iter(probes.probe_accuracy_by_layer([Z for Z, ok in zip(states, finite) if ok], self.labels,
-                                                           seed=self.probe_seed))
-            for layer, ok in enumerate(finite):
-                rows.append((layer, "probe_accuracy", float(next(accuracy)) if ok else math.nan))
-            if logits is not None and logits.ndim == 2:
-                target = torch.as_tensor(self.labels, dtype=torch.long)
-                ok = bool(torch.isfinite(logits).all())
-                rows.append((-1, "accuracy", float((logits.argmax(-1) == target).float().mean()) if ok else math.nan))
-                rows.append((-1, "test_loss", float(torch.nn.functional.cross_entropy(logits, target))
-                             if ok else math.nan))
-        return rows, [layer for layer, ok in enumerate(finite) if not ok]
+        nonfinite = [layer for layer, ok in enumerate(finite) if not ok]
+        if self.labels is not None and self.labels.size != states[0].shape[0]:
+            raise ValueError(f"labels: {self.labels.size} given, but the position selects {states[0].shape[0]} rows")
+        rows = recorders.state_rows({"answer": states.__getitem__}, len(states), MONITORED,
+                                    {"probe": self.labels}, seed=self.probe_seed, skip=nonfinite)
+        if self.labels is not None and logits is not None and logits.ndim == 2:
+            target = torch.as_tensor(self.labels, dtype=torch.long)
+            ok = bool(torch.isfinite(logits).all())
+            rows.append((-1, "accuracy", float((logits.argmax(-1) == target).float().mean()) if ok else math.nan))
+            rows.append((-1, "test_loss", float(torch.nn.functional.cross_entropy(logits, target)) if ok else math.nan))
+        return rows, nonfinite
 
     def record(self, step: int) -> dict:
         """Measure now and append the rows at ``step``; returns {log key: value} of what was recorded."""
@@ -521,9 +503,7 @@ def _log_key(measure: str, layer: int) -> str:
     return f"geometry/{measure}" if layer < 0 else f"geometry/{measure}/layer_{layer}"
 
 
-# ---------------------------------------------------------------------------
-# Hugging Face Trainer
-# ---------------------------------------------------------------------------
+# --- Hugging Face Trainer -------------------------------------------------------------------------
 
 
 class GeometryCallback(TrainerCallback):
@@ -601,197 +581,6 @@ class GeometryCallback(TrainerCallback):
     @property
     def events(self) -> dict:
         return self.monitor.events if self.monitor is not None else dict.fromkeys(EVENT_FIELDS)
-
-
-# ---------------------------------------------------------------------------
-# saved checkpoint series
-# ---------------------------------------------------------------------------
-
-_CHECKPOINT_FOLDER = re.compile(r"(?:step|checkpoint-)(\d+)")
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
-
-
-def checkpoint_folders(root) -> list[tuple[int, Path]]:
-    """(step, folder) of each checkpoint under ``root``, by step.
-
-    A checkpoint is a subfolder named ``checkpoint-<N>`` (the Hugging Face
-    Trainer's) or ``step<N>`` (Pythia's); N is its training step.
-    """
-    root = Path(root)
-    if not root.is_dir():
-        raise ValueError(f"root: {root} is not a folder")
-    found: dict[int, Path] = {}
-    for path in root.iterdir():
-        match = _CHECKPOINT_FOLDER.fullmatch(path.name)
-        if path.is_dir() and match:
-            step = int(match.group(1))
-            if step in found:
-                raise ValueError(f"root: {found[step].name} and {path.name} are both step {step}")
-            found[step] = path
-    if not found:
-        raise ValueError(f"root: {root} holds no checkpoint-<N> or step<N> subfolder")
-    return sorted(found.items())
-
-
-def read_prompts(path, option: str = "prompts") -> list[str]:
-    """The non-empty lines of a UTF-8 text file (trailing newline characters removed).
-
-    A missing, unreadable or non-UTF-8 file, or one with fewer than 2 prompts, raises an error of one line
-    naming ``option`` (the CLI's ``--prompts``) and the file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{option}: {path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{option}: {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); give one prompt "
-                         "per line") from None
-    except OSError as exc:
-        raise ValueError(f"{option}: {path} cannot be read ({exc.strerror or type(exc).__name__})") from None
-    prompts = [p for p in (line.rstrip("\r\n") for line in text.splitlines()) if p.strip()]
-    if len(prompts) < 2:
-        raise ValueError(f"{option}: {path} holds {len(prompts)} non-empty lines; RankMe needs at least 2 prompts")
-    return prompts
-
-
-#: what :func:`measure_checkpoints` writes into its ``out`` directory besides metrics.csv: the series' inputs
-#: and what was left out (marks the directory as its own output, which a later call may overwrite)
-CHECKPOINTS_FILE = "checkpoints.json"
-
-
-def check_out(out, option: str = "out") -> None:
-    """Raise ValueError unless ``out`` may receive :func:`measure_checkpoints`' output: a directory that does
-    not exist, an empty one, or one holding only its own earlier output (metrics.csv beside
-    :data:`CHECKPOINTS_FILE`). Anything else, a geomcap run above all, is left untouched."""
-    out = Path(out)
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise ValueError(f"{option} {out}: exists and is not a directory")
-    names = sorted(p.name for p in out.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp")))
-    if not names or (CHECKPOINTS_FILE in names and set(names) <= {CHECKPOINTS_FILE, store.METRICS_FILE}):
-        return
-    what = "a geomcap run" if store.CONFIG_FILE in names else "other files"
-    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-    raise ValueError(f"{option} {out}: holds {what} ({shown}); give a new or empty directory")
-
-
-def _tokenizer_folder(root: Path, folders: list[Path]) -> Path:
-    for folder in [root] + folders[::-1]:
-        if any((folder / name).exists() for name in _TOKENIZER_FILES):
-            return folder
-    raise ValueError(f"root: no tokenizer in {root} nor in its checkpoint folders (save it with save_pretrained)")
-
-
-#: the config fields that give a causal LM's context length (the first one present is used)
-_CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
-
-
-def context_length(config) -> int | None:
-    """The number of positions a model's config allows (None when it names none)."""
-    for name in _CONTEXT_FIELDS:
-        value = getattr(config, name, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
-def fitting_prompts(prompts, lengths, context: int | None) -> list[str]:
-    """The prompts whose token counts (``lengths``) fit ``context`` positions (all of them when it is None);
-    ValueError when fewer than 2 fit."""
-    kept = [p for p, n in zip(prompts, lengths) if context is None or n <= context]
-    if len(kept) < 2:
-        raise ValueError(f"prompts: only {len(kept)} of the {len(prompts)} prompts fit the model's {context} "
-                         "positions; RankMe needs at least 2")
-    return kept
-
-
-def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", dtype=None,
-                        progress=None) -> GeometryMonitor:
-    """Per-layer RankMe of every checkpoint under ``root`` on ``prompts``; returns the monitor.
-
-    Parameters
-    ----------
-    root : path
-        Folder of ``checkpoint-<N>`` or ``step<N>`` subfolders, each what
-        ``save_pretrained`` writes for a causal LM; the tokenizer in ``root`` or in
-        the folders (loaded once, from ``root`` or else the latest folder).
-    prompts : list of str
-        One prompt per RankMe row, tokenized together with right padding;
-        ``position=-1`` takes each prompt's last token. Prompts longer than the
-        model's context (:func:`context_length` of the first checkpoint's config)
-        are left out, counted and reported; the others are scored.
-    out : path, optional
-        Output directory: ``out/metrics.csv`` is rewritten after each checkpoint, beside
-        ``out/checkpoints.json`` (``monitor.checkpoints``). It must be new, empty, or
-        this function's own earlier output (:func:`check_out`): a run directory is refused untouched.
-    device, dtype
-        Where and in which precision to load each checkpoint (one at a time in
-        memory), through :func:`geomcap.pythia.load_pretrained`.
-    progress : callable(str), optional
-        Called with one line per checkpoint (and per checkpoint skipped
-        because it cannot be loaded: missing, truncated or non-finite weights),
-        and once with the number of prompts left out.
-
-    The returned monitor's ``checkpoints`` is a dict: ``root``, ``position``,
-    ``scored`` (the number of checkpoints scored), ``skipped`` ({folder name: why}),
-    ``prompts`` (the number scored), ``prompts_left_out`` (longer than the
-    model's ``context`` positions) and ``context``.
-    """
-    from transformers import AutoTokenizer
-
-    from geomcap import pythia
-
-    root = Path(root)
-    if out is not None:
-        check_out(out)
-    found = checkpoint_folders(root)
-    tokenizer = AutoTokenizer.from_pretrained(str(_tokenizer_folder(root, [f for _, f in found])))
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
-    tokenizer.padding_side = "right"
-    prompts = list(prompts)
-    lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]]
-    shown = position if isinstance(position, str) else int(position) if np.ndim(position) == 0 else "mask"
-    series = {"root": str(root), "position": shown, "scored": 0, "skipped": {}}
-    monitor = None
-    for step, folder in found:
-        try:
-            net = pythia.load_pretrained(folder, device=device, dtype=dtype, what=f"{root}: {folder.name}")
-        except pythia.RevisionUnavailable as exc:  # a broken checkpoint is reported, counted and skipped
-            series["skipped"][folder.name] = str(exc)
-            if progress is not None:
-                progress(f"skipped: {exc}")
-            continue
-        if monitor is None:  # the prompts the model's context holds, once
-            context = context_length(net.config)
-            kept = fitting_prompts(prompts, lengths, context)
-            series.update(prompts=len(kept), prompts_left_out=len(prompts) - len(kept), context=context)
-            if len(kept) < len(prompts) and progress is not None:
-                progress(f"{len(prompts) - len(kept)} of {len(prompts)} prompts are longer than the model's "
-                         f"{context} positions: left out, the measures are over the other {len(kept)}")
-            monitor = GeometryMonitor(net, dict(tokenizer(kept, padding=True, return_tensors="pt")),
-                                      position=position)
-            monitor.checkpoints = series
-        monitor.model = net
-        monitor.record(step)
-        series["scored"] += 1
-        del net
-        if out is not None:
-            _save_series(monitor, out)
-        if progress is not None:
-            progress(f"{folder.name}: step {step}, final-layer rankme {monitor.final_rankme[1][-1]:.2f}")
-    if monitor is None:
-        raise ValueError(f"root: none of the {len(found)} checkpoints under {root} could be loaded")
-    if out is not None and series["skipped"]:
-        _save_series(monitor, out)  # the checkpoints skipped after the last one scored
-    return monitor
-
-
-def _save_series(monitor: GeometryMonitor, out) -> None:
-    """checkpoints.json first (it marks ``out`` as this output), then metrics.csv."""
-    Path(out).mkdir(parents=True, exist_ok=True)
-    store.atomic_write_json(Path(out) / CHECKPOINTS_FILE, monitor.checkpoints)
-    monitor.save(out)
 
 
 def collapse_summary(monitor: GeometryMonitor) -> str:

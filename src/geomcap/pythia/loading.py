@@ -1,33 +1,21 @@
-"""Loading a GPT-NeoX checkpoint (a hub revision or a local folder), checked, in eval mode."""
+"""Loading a GPT-NeoX checkpoint (a hub revision or a local folder), checked, in eval mode, through
+:func:`geomcap.checkpoints.load_pretrained` (the one loading path of any saved causal LM)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
+from geomcap.checkpoints import default_dtype, load_pretrained, quiet_transformers
 from geomcap.pythia.revisions import RevisionUnavailable, _revision, check_model, local_revisions
-
-
-def default_dtype(device) -> torch.dtype:
-    """float32 on CPU, bfloat16 on GPU (Pythia was trained in fp16; bf16 keeps its range)."""
-    return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
-
-
-def _quiet_transformers():
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()  # "Writing model shards", "Loading weights": one line per revision is noise
-    os.environ.setdefault("DISABLE_SAFETENSORS_CONVERSION", "1")  # no background conversion call to the hub
 
 
 def load_tokenizer(model, cache_dir=None):
     """The tokenizer of a model: from ``main`` on the hub, from the latest revision of a local root."""
     from transformers import AutoTokenizer
 
-    _quiet_transformers()
+    quiet_transformers()
     try:
         if check_model(model) == "hub":
             return AutoTokenizer.from_pretrained(str(model), revision="main", cache_dir=cache_dir)
@@ -49,13 +37,13 @@ def load_revision(model, revision: str, cache_dir=None, device="cpu", dtype=None
 
     Raises
     ------
-    RevisionUnavailable
-        The revision is absent (no such branch or folder), or its weights are
+    geomcap.checkpoints.CheckpointUnavailable
+        (``RevisionUnavailable``) The revision is absent (no such branch or folder), or its weights are
         incomplete (missing tensors) or non-finite; the message says which.
     """
     from transformers import GPTNeoXForCausalLM
 
-    _quiet_transformers()
+    quiet_transformers()
     revision = _revision(revision)
     device = torch.device(device)
     dtype = default_dtype(device) if dtype is None else dtype
@@ -71,44 +59,6 @@ def load_revision(model, revision: str, cache_dir=None, device="cpu", dtype=None
         args, kwargs = (str(model),), {"revision": revision, "cache_dir": cache_dir}
     return load_pretrained(*args, model_class=GPTNeoXForCausalLM, device=device, dtype=dtype,
                            what=f"{model}: revision {revision}", **kwargs)
-
-
-def load_pretrained(source, *, model_class=None, device="cpu", dtype=None, what=None, **kwargs):
-    """A model saved with ``save_pretrained`` (a folder, or a hub name with ``revision=``), checked, in eval mode.
-
-    The one loading path for checkpoints: :func:`load_revision` (Pythia) and
-    ``geomcap checkpoints`` (any causal LM) call it. ``model_class``: default
-    ``AutoModelForCausalLM`` (the architecture from the folder's config.json);
-    no remote code. Weights load safely: safetensors, or ``torch.load`` with
-    ``weights_only=True`` for a ``.bin`` file. ``what`` names the checkpoint in
-    messages. ``dtype``: default float32 on CPU, bfloat16 on GPU.
-
-    Raises
-    ------
-    RevisionUnavailable
-        The checkpoint is absent or unreadable, or its weights are incomplete
-        (missing tensors) or non-finite; the message says which.
-    """
-    if model_class is None:
-        from transformers import AutoModelForCausalLM as model_class
-
-    _quiet_transformers()
-    device = torch.device(device)
-    dtype = default_dtype(device) if dtype is None else dtype
-    what = what or str(source)
-    try:
-        net, info = model_class.from_pretrained(str(source), dtype=dtype, output_loading_info=True,
-                                                weights_only=True, trust_remote_code=False, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - absent branch, offline miss, truncated file, ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RevisionUnavailable(f"{what} unavailable: {type(exc).__name__}: {reason}") from exc
-    missing = [k for k in info.get("missing_keys", ()) if "inv_freq" not in k and "masked_bias" not in k]
-    if missing:
-        raise RevisionUnavailable(f"{what} broken: {len(missing)} weights missing "
-                                  f"({', '.join(sorted(missing)[:3])}, ...)")
-    if not all(bool(torch.isfinite(p).all()) for p in net.parameters()):
-        raise RevisionUnavailable(f"{what} broken: non-finite weights")
-    return net.to(device).eval()
 
 
 def delete_cached_revision(model: str, revision: str, cache_dir=None) -> int:

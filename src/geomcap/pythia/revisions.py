@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from geomcap.checkpoints import CheckpointUnavailable
 
 #: Pythia's 154 checkpoints: step0, the log-spaced step1 .. step512, then every 1000 steps to 143000
 SCHEDULE_STEPS = (0,) + tuple(2 ** k for k in range(10)) + tuple(range(1000, 143_001, 1000))
@@ -22,11 +23,9 @@ STANDIN_FILE = "standin.json"
 STANDIN_NAME = "standin"
 
 
-class RevisionUnavailable(Exception):
-    """A revision that cannot be loaded: absent from the hub or the root, or broken."""
-
-
-
+#: a revision that cannot be loaded: absent from the hub or the root, or broken (the exception of any
+#: unloadable checkpoint, :class:`geomcap.checkpoints.CheckpointUnavailable`)
+RevisionUnavailable = CheckpointUnavailable
 
 def revision_step(revision: str) -> int:
     """``"step3000" -> 3000``; ValueError for anything else (``main`` included: name the step)."""

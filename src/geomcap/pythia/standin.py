@@ -11,9 +11,9 @@ import numpy as np
 import torch
 
 from geomcap import diagnostics, store
+from geomcap.checkpoints import quiet_transformers
 from geomcap.config import lr_schedule
 from geomcap.models import LogitsOnly
-from geomcap.pythia.loading import _quiet_transformers
 from geomcap.pythia.revisions import STANDIN_FILE, STANDIN_NAME, standin_info
 from geomcap.store import check_writable
 from geomcap.train import make_optimizer, train_step
@@ -127,7 +127,7 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     out.mkdir(parents=True, exist_ok=True)
-    _quiet_transformers()
+    quiet_transformers()
 
     t0 = time.perf_counter()
     docs = standin_corpus(seed, templates, max_chars, puzzles, build["puzzle_objects"])
