@@ -103,6 +103,8 @@ def config_hash(config: dict) -> str:
 
 
 def run_dir_for(config: dict, root: str | Path | None = None) -> Path:
+    """The run directory of ``config`` (a ``TrainConfig.to_dict()``): ``root`` (default :func:`default_root`)
+    / its :func:`config_hash`."""
     return Path(root if root is not None else default_root()) / config_hash(config)
 
 
@@ -185,20 +187,26 @@ def atomic_write_bytes(path, data: bytes) -> None:
 
 
 def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_write_bytes`)."""
     atomic_write_bytes(Path(path), text.encode())
 
 
 def atomic_write_json(path, obj) -> None:
+    """Write ``obj`` as indented JSON with sorted keys and a final newline, atomically: the same object, the
+    same bytes."""
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def atomic_torch_save(obj, path) -> None:
+    """``torch.save(obj)`` to ``path`` atomically (serialised in memory, then :func:`atomic_write_bytes`)."""
     buf = io.BytesIO()
     torch.save(obj, buf)
     atomic_write_bytes(Path(path), buf.getvalue())
 
 
 def load_state(path) -> dict:
+    """A training state saved by :func:`atomic_torch_save`, on the CPU, loaded with ``weights_only=True`` (no
+    arbitrary pickles); errors as torch raises them (:func:`read_state` reads one safely)."""
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
@@ -270,6 +278,7 @@ def metrics_csv_text(rows) -> str:
 
 
 def write_metrics(run_dir, rows) -> None:
+    """``run_dir``/metrics.csv from rows (step, layer, measure, value), atomically (:func:`metrics_csv_text`)."""
     atomic_write_text(Path(run_dir) / METRICS_FILE, metrics_csv_text(rows))
 
 
@@ -278,6 +287,7 @@ class StoreWarning(UserWarning):
 
 
 def _unreadable(path, exc) -> ValueError:
+    """The ValueError for a file ``exc`` kept from being read: one line naming it and the cause."""
     reason = (str(exc).strip().splitlines() or [""])[0][:160]
     return ValueError(f"{path} is unreadable ({type(exc).__name__}{': ' + reason if reason else ''})")
 
@@ -327,6 +337,7 @@ def read_config(run_dir, required=REQUIRED_CONFIG_KEYS) -> dict:
 
 
 def _read_json(path: Path) -> dict:
+    """A JSON object from ``path``; ValueError naming the file when it is unreadable or not an object."""
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
