@@ -17,11 +17,11 @@ RUNNER = Path(__file__).resolve().parent / "run_notebook_cells.py"
 BAD_PARAMETERS = [
     ("01_collapse.ipynb", "tasks", "nope", "parameter tasks: unknown value 'nope'"),
     ("01_collapse.ipynb", "sizes", "7b", "parameter sizes: unknown value '7b'"),
-    ("01_collapse.ipynb", "seeds", "-1", "parameter seeds: -1 is not a non-negative integer"),
+    ("01_collapse.ipynb", "seeds", "-1", "parameter seeds: must be an integer in [0, 4294967295], got -1"),
     ("01_collapse.ipynb", "measure", "volume", "parameter measure: unknown value 'volume'"),
     ("02_top_down.ipynb", "levels", "trivial", "parameter levels: unknown value 'trivial'"),
     ("03_probing.ipynb", "tasks", "chess", "parameter tasks: unknown value 'chess'"),
-    ("04_precursors.ipynb", "fraction", "1.5", "parameter fraction: must be in (0, 1]"),
+    ("04_precursors.ipynb", "fraction", "1.5", "parameter fraction: must be a number in (0, 1]"),
     ("05_difficulty.ipynb", "sizes", "huge", "parameter sizes: unknown value 'huge'"),
     ("06_pythia.ipynb", "model", "gpt-7", "parameter model: 'gpt-7' is neither a Pythia hub name"),
     ("06_pythia.ipynb", "benchmarks", "chess", "parameter benchmarks: unknown benchmark 'chess'"),
@@ -34,8 +34,8 @@ BAD_PARAMETERS = [
     ("01_collapse.ipynb", "taks", "mod", "parameter taks: unknown; this notebook's parameters are: tasks, levels"),
     ("01_collapse.ipynb", "recompute", "no", "parameter recompute: must be True or False, got 'no'"),
     ("01_collapse.ipynb", "measure", "all", "parameter measure: unknown value 'all'; choose one of: rankme"),
-    ("04_precursors.ipynb", "fraction", "abc", "parameter fraction: must be in (0, 1], got 'abc'"),
-    ("07_proxy.ipynb", "large", "999m", "parameter large: unknown preset '999m'"),
+    ("04_precursors.ipynb", "fraction", "abc", "parameter fraction: must be a number in (0, 1], got 'abc'"),
+    ("07_proxy.ipynb", "large", "999m", "parameter large: unknown value '999m'"),
     ("06_pythia.ipynb", "delete_downloads", "yes", "parameter delete_downloads: must be True or False"),
 ]
 

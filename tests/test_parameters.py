@@ -17,6 +17,7 @@ def test_as_list(value, expected):
 
 @pytest.mark.parametrize("name, value, expected", [
     ("tasks", "mod,sort", ["mod", "sort"]), ("tasks", "all", "all"), ("seeds", "0,1", [0, 1]),
+    ("benchmarks", "a,b", ["a", "b"]), ("fraction", "0.5", 0.5),
     ("seeds", "[0, 1]", [0, 1]), ("seeds", 2, [2]), ("seeds", "all", "all"), ("recompute", True, True),
     ("fraction", 1, 1.0), ("layers", "final", "final"), ("layers", "0,2", [0, 2]), ("layers", 1, [1]),
     ("revisions", "every:4", "every:4"), ("revisions", "step0,step8", ["step0", "step8"]),
@@ -30,17 +31,20 @@ def test_values_are_normalised(name, value, expected):
 @pytest.mark.parametrize("name, value, message", [
     ("recompute", "no", "parameter recompute: must be True or False, got 'no'"),
     ("recompute", 1, "parameter recompute: must be True or False, got 1"),
-    ("fraction", "abc", r"parameter fraction: must be in \(0, 1\], got 'abc'"),
-    ("fraction", float("nan"), r"parameter fraction: must be in \(0, 1\]"),
-    ("seeds", "0,-1", "parameter seeds: -1 is not a non-negative integer"),
-    ("seeds", "x", "parameter seeds: 'x' is not a non-negative integer"),
+    ("fraction", "abc", r"parameter fraction: must be a number in \(0, 1\], got 'abc'"),
+    ("fraction", float("nan"), r"parameter fraction: must be a number in \(0, 1\]"),
+    ("seeds", "0,-1", r"parameter seeds: must be an integer in \[0, 4294967295\], got -1"),
+    ("seeds", "x", "parameter seeds: must be an integer in .*, got 'x'"),
     ("tasks", "", "parameter tasks: expected a name"),
     ("tasks", [1], "parameter tasks: expected a name"),
-    ("large", "999m", "parameter large: unknown preset '999m'"),
+    ("tasks", "mod,chess", "parameter tasks: unknown value 'chess'; choose one of: copy, reverse"),
+    ("large", "999m", "parameter large: unknown value '999m'; choose one of: 405k"),
+    ("steps", "easy:2000,hard:x", "parameter steps: 'x' is not an integer"),
+    ("steps", "easy:0", "parameter steps: steps must be a positive integer, got 0"),
     ("layers", "deep", "parameter layers: 'deep'"),
-    ("root", 3, "parameter root: expected a string, got 3"),
+    ("root", 3, "parameter root: must be a string, got 3"),
     ("steps", 0, "parameter steps: must be a positive integer, or per level as 'easy:2000,medium:4000,hard:8000'"),
-    ("steps", 2.5, "parameter steps: expected a string, got 2.5"),
+    ("steps", 2.5, "parameter steps: must be a string, got 2.5"),
 ])
 def test_bad_values_name_the_parameter(name, value, message):
     with pytest.raises(ParameterError, match=message):

@@ -15,7 +15,10 @@ which
 * checks every declared parameter by its name (:data:`KINDS`) and writes
   the normalised value back: a list parameter also takes a comma-separated
   string (``-p tasks "mod,sort"``) or a list literal (``-p seeds "[0, 1]"``),
-  a flag must be True or False, a number a number.
+  a flag must be True or False, a number a number. The values are checked by
+  the parameter schema (:mod:`geomcap.schema`), the training settings' rows where a
+  parameter is one (a notebook's ``seeds`` as ``TrainConfig.seed``, its
+  ``tasks`` as ``TrainConfig.task``, its ``steps`` as ``TrainConfig.steps``).
 
 A bad parameter raises :class:`ParameterError`, shown by Jupyter as its one
 line (no traceback: the error is the user's value, not the code). In a kernel
@@ -26,23 +29,41 @@ as it runs: before papermill's traceback of its own code.
 from __future__ import annotations
 
 import ast
-import math
 import sys
+from functools import cache
 
-#: what each notebook parameter holds: "names" (a value, a list, a comma-separated string, or "all"),
-#: "seeds" (the same with integers), "flag" (True or False), "fraction" (a number in (0, 1]),
-#: "text" (a string; its values are checked where it is used), "preset" (one model preset),
-#: "choice" (one string, checked where it is used), "selection" (a keyword string such as "all" or
+from geomcap.schema import Param, SettingError
+
+#: what each notebook parameter holds: "names" (a value, a list, a comma-separated string, or "all");
+#: "tasks", "levels", "sizes", "seeds" (the same, each value a TrainConfig task, level, size or seed);
+#: "flag" (True or False), "fraction" (a number in (0, 1]), "count" (a non-negative integer), "number"
+#: (a non-negative real), "text" (a string; its values are checked where it is used), "preset" (one model
+#: preset), "choice" (one string, checked where it is used), "selection" (a keyword string such as "all" or
 #: "every:K", or a list), "layers" ("final", "all", or a list of layer indices), "steps" (a positive int
 #: for every level, normalised to its text, or per level as "easy:2000,medium:4000,hard:8000")
 KINDS = {
-    "tasks": "names", "levels": "names", "sizes": "names", "benchmarks": "names", "seeds": "seeds",
+    "tasks": "tasks", "levels": "levels", "sizes": "sizes", "benchmarks": "names", "seeds": "seeds",
     "recompute": "flag", "delete_downloads": "flag",
     "fraction": "fraction",
     "small": "preset", "large": "preset",
     "measure": "choice", "timing": "choice", "model": "choice", "device": "choice",
     "steps": "steps", "root": "text", "revisions": "selection", "layers": "layers",
 }
+
+
+@cache
+def kind_rows() -> dict[str, tuple[Param, bool]]:
+    """The schema row each kind checks its values with, and whether it takes a list (or "all"): the
+    training settings' rows for tasks, levels, sizes, seeds and presets (:data:`geomcap.config.SETTINGS`)."""
+    from geomcap.config import SETTINGS
+
+    text = Param("text", str)
+    return {"names": (text, True), "tasks": (SETTINGS["task"], True), "levels": (SETTINGS["level"], True),
+            "sizes": (SETTINGS["size"], True), "seeds": (SETTINGS["seed"], True), "preset": (SETTINGS["size"], False),
+            "flag": (Param("flag", bool), False), "fraction": (Param("fraction", float, interval="(0, 1]"), False),
+            "count": (Param("count", int, interval="[0, inf)"), False),
+            "number": (Param("number", float, interval="[0, inf)"), False),
+            "text": (text, False), "choice": (text, False)}
 
 
 class ParameterError(ValueError):
@@ -87,46 +108,35 @@ def as_list(value) -> list:
     return [value]
 
 
+def _checked(name: str, param: Param, value):
+    """One value through its schema row (a number may come as text); ParameterError naming the parameter."""
+    if isinstance(value, str) and param.type in (int, float):
+        try:
+            value = param.parse(value.strip())
+        except ValueError:
+            pass  # the check names the text
+    try:
+        return param.check(value)
+    except SettingError as exc:
+        raise ParameterError(f"parameter {name}: {exc.reason}") from None
+
+
 def check_value(name: str, value, kind: str | None = None):
     """``value`` of the parameter ``name`` normalised by its kind (:data:`KINDS`); ParameterError if bad."""
     kind = kind or KINDS.get(name, "text")
-    if kind == "names":
+    if kind in kind_rows():
+        param, many = kind_rows()[kind]
+        if not many:
+            return _checked(name, param, value)
         if isinstance(value, str) and value.strip() == "all":
             return "all"
         values = as_list(value)
-        bad = [v for v in values if not isinstance(v, str) or not v.strip()]
-        if bad or not values:
+        if not values:
+            raise ParameterError(f"parameter {name}: empty selection")
+        if param.type is str and any(not isinstance(v, str) or not v.strip() for v in values):
             raise ParameterError(f"parameter {name}: expected a name, a list of names, comma-separated names "
                                  f"or 'all', got {value!r}")
-        return [v.strip() for v in values]
-    if kind == "seeds":
-        if isinstance(value, str) and value.strip() == "all":
-            return "all"
-        seeds = []
-        for seed in as_list(value):
-            if isinstance(seed, str) and seed.strip().lstrip("-").isdigit():
-                seed = int(seed)
-            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-                raise ParameterError(f"parameter {name}: {seed!r} is not a non-negative integer")
-            seeds.append(seed)
-        if not seeds:
-            raise ParameterError(f"parameter {name}: empty selection")
-        return seeds
-    if kind == "flag":
-        if not isinstance(value, bool):
-            raise ParameterError(f"parameter {name}: must be True or False, got {value!r}")
-        return value
-    if kind == "fraction":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not 0 < value <= 1:
-            raise ParameterError(f"parameter {name}: must be in (0, 1], got {value!r}")
-        return float(value)
-    if kind == "preset":
-        from geomcap.models import PRESETS
-
-        if value not in PRESETS:
-            raise ParameterError(f"parameter {name}: unknown preset {value!r}; choose from: {', '.join(PRESETS)}")
-        return value
+        return [_checked(name, param, v.strip() if isinstance(v, str) else v) for v in values]
     if kind in ("selection", "layers"):
         if isinstance(value, str) and not ("," in value or value.strip().startswith("[")) \
                 and (kind == "selection" or value in ("final", "all")):
@@ -140,31 +150,20 @@ def check_value(name: str, value, kind: str | None = None):
             if not values or any(v < 0 for v in values):
                 raise ParameterError(f"parameter {name}: {value!r}: expected 'final', 'all' or layer indices")
         return values
-    if kind == "number":
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ParameterError(f"parameter {name}: must be a non-negative number, got {value!r}")
-        return float(value)
-    if kind == "count":
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ParameterError(f"parameter {name}: must be a non-negative integer, got {value!r}")
-        return value
-    if kind == "steps":  # an int means every level; a string is checked where it is used (section_grid)
+    if kind == "steps":  # an int means every level, a string per level; each number a TrainConfig's steps
+        from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, parse_steps
+
         if isinstance(value, int) and not isinstance(value, bool):
             if value < 1:
                 raise ParameterError(f"parameter {name}: must be a positive integer, or per level as "
-                                     f"'easy:2000,medium:4000,hard:8000', got {value!r}")
+                                     f"'{DEFAULT_LEVEL_STEPS_TEXT}', got {value!r}")
             return str(value)
-        kind = "text"
-    if kind in ("choice", "text"):
         if not isinstance(value, str):
-            raise ParameterError(f"parameter {name}: expected a string, got {value!r}")
+            raise ParameterError(f"parameter {name}: must be a string, got {value!r}")
+        try:
+            parse_steps(value)
+        except ValueError as exc:
+            raise ParameterError(f"parameter {name}: {str(exc).removeprefix('--steps: ')}") from None
         return value
     raise ValueError(f"unknown parameter kind {kind!r}")
 
@@ -212,7 +211,7 @@ def declared_and_given(cells) -> tuple[list[str], list[str]]:
 def check(namespace: dict, cells=None, kinds: dict | None = None) -> None:
     """Check a notebook's parameters in ``namespace`` (its ``globals()``) and write back the normalised
     values. ``cells``: the executed cell sources (default: the running kernel's history); ``kinds``:
-    the kinds of this notebook's own parameters (name -> a kind of :data:`KINDS`, or "count")."""
+    the kinds of this notebook's own parameters (name -> a kind: of :data:`KINDS`, or :func:`kind_rows`'s)."""
     declared, given = declared_and_given(_executed_cells() if cells is None else cells)
     unknown = [name for name in given if name not in declared]
     if unknown:
