@@ -81,7 +81,7 @@ Train/test split (``make_task``). Test prompts never occur among train prompts.
   non-uniform distribution over a partly small space can only be expressed by
   repeats.
 * every other task draws its operand digits uniformly. If the prompt space has
-  at most ``ENUMERATE_LIMIT`` (2**20) prompts it is enumerated and shuffled
+  at most ``splits.ENUMERATE_LIMIT`` (2**20) prompts it is enumerated and shuffled
   with the seed: test = the first min(n_test, space // 2), train = the next
   min(n_train, rest). Otherwise distinct prompts are sampled: first n_test for
   test, then n_train more for train, rejecting duplicates and test prompts.
@@ -98,6 +98,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from geomcap import splits
 
 TASKS = ("copy", "reverse", "compare", "parity", "add", "mod", "sort", "mul")
 LEVELS = ("easy", "medium", "hard")
@@ -160,7 +162,6 @@ OPTIONAL_PARAM_KEYS = {"parity": ("answer",), "mod": ("number_tokens",)}
 PARITY_ANSWERS = ("total", "running")
 MAX_NUMBER_TOKENS = 1000
 
-ENUMERATE_LIMIT = 2**20  # prompt spaces up to this size are enumerated, not sampled
 
 
 # --- vocabulary ---------------------------------------------------------------
@@ -385,15 +386,15 @@ def make_task(task: str, level: str, seed: int = 0, n_train: int = 100_000,
     rng = np.random.default_rng([int(seed), TASKS.index(task), LEVELS.index(level)])
 
     if task == "mod" and params.get("number_tokens"):
-        train_d, test_d = _split_mod(rng, params["p"], params["train_fraction"], as_numbers=True)
+        train_d, test_d = splits.split_mod(rng, params["p"], params["train_fraction"], as_numbers=True)
     elif task == "mod":
-        train_d, test_d = _split_mod(rng, params["p"], params["train_fraction"])
+        train_d, test_d = splits.split_mod(rng, params["p"], params["train_fraction"])
     elif task == "compare":
-        test_d, train_d = _split_compare(rng, params["n_digits"], n_train, n_test)
+        test_d, train_d = splits.split_compare(rng, params["n_digits"], n_train, n_test)
     else:
         widths, _ = _operands(task, params)
         base = 2 if task == "parity" else 10
-        test_d, train_d = _split_uniform(rng, base, sum(widths), n_train, n_test)
+        test_d, train_d = splits.split_uniform(rng, base, sum(widths), n_train, n_test)
 
     def tensor(a):
         return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))
@@ -466,115 +467,7 @@ def solve(task: str, level: str, prompt_ids, params: dict | None = None) -> list
     return encode(answer)
 
 
-# --- generation internals --------------------------------------------------------
-# Examples are handled as digit rows d: (N, k) int64, the operands' digits
-# concatenated, most significant first. A row's integer key (the digits read in
-# base `base`) is used for enumeration, deduplication and test-set rejection;
-# every level's space is < 2**63, so keys fit in int64.
-
-def _place_values(base: int, k: int) -> np.ndarray:
-    return base ** np.arange(k - 1, -1, -1, dtype=np.int64)
-
-
-def _keys_to_digits(keys: np.ndarray, base: int, k: int) -> np.ndarray:
-    return (keys[:, None] // _place_values(base, k)) % base
-
-
-def _unique_in_order(keys: np.ndarray) -> np.ndarray:
-    """Distinct keys, each at its first occurrence, in their original order."""
-    _, first = np.unique(keys, return_index=True)
-    return keys[np.sort(first)]
-
-
-def _draw_distinct(rng, space: int, n: int, exclude: np.ndarray) -> np.ndarray:
-    """n distinct uniform keys in [0, space), none of them in `exclude`."""
-    keys = np.empty(0, dtype=np.int64)
-    while len(keys) < n:
-        new = rng.integers(0, space, size=(n - len(keys)) * 21 // 20 + 16, dtype=np.int64)
-        keys = _unique_in_order(np.concatenate([keys, new[~np.isin(new, exclude)]]))
-    return keys[:n]
-
-
-def _split_uniform(rng, base: int, k: int, n_train: int, n_test: int):
-    """Test and train digit rows for uniformly random operands (k digits in `base`)."""
-    space = base**k
-    if space <= ENUMERATE_LIMIT:
-        perm = rng.permutation(space)
-        n_te = min(n_test, space // 2)
-        test_keys, train_keys = perm[:n_te], perm[n_te:n_te + n_train]
-    else:
-        if n_train + n_test > space // 2:  # rejection sampling would crawl
-            raise ValueError(f"n_train + n_test = {n_train + n_test} is more than half of the "
-                             f"{space} possible prompts")
-        test_keys = _draw_distinct(rng, space, n_test, np.empty(0, dtype=np.int64))
-        train_keys = _draw_distinct(rng, space, n_train, test_keys)
-    return _keys_to_digits(test_keys, base, k), _keys_to_digits(train_keys, base, k)
-
-
-def _sample_compare(rng, n: int, size: int) -> np.ndarray:
-    """(size, 2n) digit rows [a | b], b = a random-length prefix of a + uniform digits."""
-    a = rng.integers(0, 10, size=(size, n))
-    keep = rng.integers(0, n + 1, size=size)  # prefix length 0..n, uniform
-    fresh = rng.integers(0, 10, size=(size, n))
-    b = np.where(np.arange(n) < keep[:, None], a, fresh)
-    return np.concatenate([a, b], axis=1)
-
-
-def _first_difference(d: np.ndarray, n: int) -> np.ndarray:
-    """Compare digit rows (N, 2n) -> (N,) first position where a and b differ; n where a == b."""
-    differ = d[:, :n] != d[:, n:]
-    return np.where(differ.any(axis=1), differ.argmax(axis=1), n)
-
-
-def _split_compare(rng, n: int, n_train: int, n_test: int):
-    """Test and train digit rows for compare; see the module docstring."""
-    place = _place_values(10, 2 * n)
-    # Pairs whose first difference is at c < n: 10^n choices of a, 9 of b's digit c,
-    # 10^(n-c-1) of b's tail; 10^n equal pairs. Test takes at most half of each class.
-    class_size = np.array([10**n * 9 * 10 ** (n - c - 1) for c in range(n)] + [10**n], dtype=np.int64)
-    cap = class_size // 2
-    target = int(min(n_test, cap.sum()))
-    pool = 2 * n_test + 1024
-    while True:
-        d = _sample_compare(rng, n, pool)
-        _, first = np.unique(d @ place, return_index=True)
-        d = d[np.sort(first)]
-        cls = _first_difference(d, n)
-        rank = np.zeros(len(d), dtype=np.int64)  # rank of each row within its class
-        for c in range(n + 1):
-            rank[cls == c] = np.arange(np.count_nonzero(cls == c))
-        test_d = d[rank < cap[cls]][:target]
-        if len(test_d) == target:
-            break
-        pool *= 2
-    test_keys = test_d @ place
-
-    chunks, have = [], 0
-    while have < n_train:
-        d = _sample_compare(rng, n, (n_train - have) * 3 // 2 + 64)
-        d = d[~np.isin(d @ place, test_keys)][: n_train - have]
-        chunks.append(d)
-        have += len(d)
-    train_d = np.concatenate(chunks) if chunks else np.zeros((0, 2 * n), dtype=np.int64)
-    return test_d, train_d
-
-
-def _split_mod(rng, p: int, train_fraction: float, as_numbers: bool = False):
-    """Train and test digit rows [a | b] for mod: all p*p pairs, shuffled and split (``as_numbers``:
-    rows [a, b] of the numbers themselves, for one token per number; the same split)."""
-    width = len(str(p - 1))
-    perm = rng.permutation(p * p)
-    n_tr = int(train_fraction * p * p)
-    if as_numbers:
-        pairs = np.stack([perm // p, perm % p], axis=1).astype(np.int64)
-        return pairs[:n_tr], pairs[n_tr:]
-
-    def digits(idx):
-        a, b = idx // p, idx % p
-        return np.concatenate([_keys_to_digits(a, 10, width), _keys_to_digits(b, 10, width)], axis=1)
-
-    return digits(perm[:n_tr]), digits(perm[n_tr:])
-
+# --- prompts and answers from digit rows (geomcap.splits draws the rows) ----------
 
 def _prompts(task: str, params: dict, d: np.ndarray) -> np.ndarray:
     """Digit rows (N, k) -> prompt ids (N, prompt_len) int64."""
@@ -609,11 +502,11 @@ def _answers(task: str, params: dict, d: np.ndarray) -> np.ndarray:
         out = d.sum(axis=1, keepdims=True) % 2
     else:
         wa = widths[0]
-        a = d[:, :wa] @ _place_values(10, wa)
-        b = d[:, wa:] @ _place_values(10, widths[1])
+        a = d[:, :wa] @ splits.place_values(10, wa)
+        b = d[:, wa:] @ splits.place_values(10, widths[1])
         if task == "compare":
             sym = np.where(a > b, TOKEN_ID[">"], np.where(a < b, TOKEN_ID["<"], TOKEN_ID["="]))
             return sym[:, None].astype(np.int64)
         value = a + b if task == "add" else (a + b) % params["p"] if task == "mod" else a * b
-        out = _keys_to_digits(value, 10, _answer_len(task, params))
+        out = splits.keys_to_digits(value, 10, _answer_len(task, params))
     return (out + _DIGIT0).astype(np.int64)
