@@ -151,13 +151,14 @@ def check_value(name: str, value, kind: str | None = None):
                 raise ParameterError(f"parameter {name}: {value!r}: expected 'final', 'all' or layer indices")
         return values
     if kind == "steps":  # an int means every level, a string per level; each number a TrainConfig's steps
-        from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, parse_steps
+        from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, SETTINGS, parse_steps
 
         if isinstance(value, int) and not isinstance(value, bool):
-            if value < 1:
+            try:
+                return str(SETTINGS["steps"].check(value))
+            except SettingError:
                 raise ParameterError(f"parameter {name}: must be a positive integer, or per level as "
-                                     f"'{DEFAULT_LEVEL_STEPS_TEXT}', got {value!r}")
-            return str(value)
+                                     f"'{DEFAULT_LEVEL_STEPS_TEXT}', got {value!r}") from None
         if not isinstance(value, str):
             raise ParameterError(f"parameter {name}: must be a string, got {value!r}")
         try:
