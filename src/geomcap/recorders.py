@@ -56,7 +56,7 @@ STATISTICS = {
     "rankme_centred": (partial(geometry.rankme, centre=True), partial(geometry.rankme_torch, centre=True)),
     "mean_energy_share": (geometry.mean_energy_share, geometry.mean_energy_share_torch),
 }
-#: the probes' statistics -> the labels they are fit to (``labels`` of :func:`state_rows`)
+#: the probes' statistics, each fit to its own labels (``labels`` of :func:`state_rows`)
 PROBES = ("probe", "control_probe")
 
 
@@ -72,7 +72,10 @@ def state_rows(sources: dict, layers: int, names, labels: dict | None = None, se
     token) and ``control_probe`` (the control task's); a probe without labels is not recorded. ``skip``:
     layers whose states are not finite: their values are NaN, and the probes are fit on the other layers.
     """
-    chosen = [m for m in MEASURES if m.name in set(names) and m.statistic is not None]
+    if on_device and skip:
+        raise ValueError("skip: the statistics on the device take finite states only")
+    names = set(names)
+    chosen = [m for m in MEASURES if m.name in names and m.statistic is not None]
     labels = labels or {}
     keys, values = [], []
     for layer in range(layers):
@@ -85,8 +88,6 @@ def state_rows(sources: dict, layers: int, names, labels: dict | None = None, se
         if m.layers == "last":
             keys.append((layers - 1, m.name))
             values.append(STATISTICS[m.statistic][on_device](sources[m.source](layers - 1)))
-    if on_device and skip:
-        raise ValueError("skip: the statistics on the device take finite states only")
     kept = [layer for layer in range(layers) if layer not in skip]
     fitted = []  # on the device: each probe's (len(kept),) tensor, copied back with the rest
     for m in chosen:
