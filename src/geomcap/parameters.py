@@ -170,10 +170,9 @@ def check_value(name: str, value, kind: str | None = None):
 
 
 def check_choice(name: str, value, allowed) -> str:
-    """One value of ``allowed`` (not a list, not 'all'); ParameterError naming the parameter otherwise."""
-    if not isinstance(value, str) or value not in allowed:
-        raise ParameterError(f"parameter {name}: unknown value {value!r}; choose one of: {', '.join(allowed)}")
-    return value
+    """One value of ``allowed`` (not a list, not 'all'), checked as a schema row with these choices;
+    ParameterError naming the parameter otherwise."""
+    return _checked(name, Param(name, str, choices=tuple(allowed)), value)
 
 
 def _executed_cells() -> list[str]:
