@@ -982,9 +982,19 @@ def rate_interval(table: pd.DataFrame, column: str, n_boot: int = 2000, seed: in
     rows = table[table[column].notna()] if column in table else table.iloc[:0]
     n = len(rows)
     k = int(rows[column].astype(bool).sum()) if n else 0
-    low, high = setting_bootstrap(rows, lambda t: float(t[column].astype(bool).mean()), n_boot, seed)
-    settings = len(rows.groupby(list(SETTING_KEYS))) if n else 0
-    return {"k": k, "n": n, "rate": k / n if n else float("nan"), "low": low, "high": high, "settings": settings}
+    out = {"k": k, "n": n, "rate": k / n if n else float("nan"), "low": float("nan"), "high": float("nan"),
+           "settings": 0}
+    if not n:
+        return out
+    per_setting = rows.assign(_hit=rows[column].astype(bool)).groupby(list(SETTING_KEYS))["_hit"].agg(["sum", "size"])
+    hits, sizes = per_setting["sum"].to_numpy(), per_setting["size"].to_numpy()
+    # the two-stage bootstrap of setting_bootstrap for a share, drawn in one go: settings with replacement,
+    # then a setting's resampled seeds hold Binomial(its seeds, its share) hits
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, len(sizes), size=(n_boot, len(sizes)))
+    shares = rng.binomial(sizes[drawn], hits[drawn] / sizes[drawn]).sum(axis=1) / sizes[drawn].sum(axis=1)
+    out.update(low=float(np.quantile(shares, 0.025)), high=float(np.quantile(shares, 0.975)), settings=len(sizes))
+    return out
 
 
 def rate_text(r: dict) -> str:
