@@ -47,11 +47,11 @@ def load_pretrained(source, *, model_class=None, device="cpu", dtype=None, what=
     """A model saved with ``save_pretrained`` (a folder, or a hub name with ``revision=``), checked, in eval mode.
 
     The one loading path for checkpoints: :func:`geomcap.pythia.load_revision` (Pythia) and
-    :func:`geomcap.checkpoints.measure_checkpoints` (``geomcap checkpoints``: any causal LM) call it. ``model_class``: default
-    ``AutoModelForCausalLM`` (the architecture from the folder's config.json);
-    no remote code. Weights load safely: safetensors, or ``torch.load`` with
-    ``weights_only=True`` for a ``.bin`` file. ``what`` names the checkpoint in
-    messages. ``dtype``: default float32 on CPU, bfloat16 on GPU.
+    :func:`geomcap.checkpoints.measure_checkpoints` (``geomcap checkpoints``: any causal LM) call it.
+    ``model_class``: default ``AutoModelForCausalLM`` (the architecture from the folder's config.json);
+    no remote code. Weights load safely: safetensors, or ``torch.load`` with ``weights_only=True`` for a
+    ``.bin`` file. ``what`` names the checkpoint in messages. ``dtype``: default float32 on CPU, bfloat16
+    on GPU.
 
     Raises
     ------

@@ -123,7 +123,8 @@ class TrainConfig:
                                             "row, e.g. p=113,train_fraction=0.3,number_tokens=true (mod, one "
                                             "token per number)")
     stop_margin: float | None = setting(1.0, "[0, inf)", none="never stop early",
-                                        help="stop a margin after acquisition (see geomcap.config); none: train every step")
+                                        help="stop a margin after acquisition (see geomcap.config); none: train "
+                                             "every step")
     stop_min_steps: int = setting(500, "[0, inf)", help="the early stop's least margin, in steps")
     hessian_warm_start: bool = setting(True, help="Lanczos starts from the previous checkpoint's top eigenvector "
                                                   "(true or false)")

@@ -357,7 +357,7 @@ class GeometryMonitor:
         self.seconds = 0.0
         #: the (step, layer) records whose hidden states held NaN or inf (their measures are NaN)
         self.nonfinite = 0
-        #: what :func:`geomcap.checkpoints.measure_checkpoints` recorded of the checkpoint series it measured (None otherwise)
+        #: what :func:`geomcap.checkpoints.measure_checkpoints` recorded of the series it measured (None otherwise)
         self.checkpoints: dict | None = None
 
     # -- schedule -----------------------------------------------------------

@@ -9,19 +9,17 @@ call into one call over K x B sequences::
     from geomcap.packed import train_packed
     run_dirs = train_packed([cfg_add, cfg_mod, cfg_copy], root="runs", device="cuda")
 
-Each run keeps everything that makes it *that* run: its data, initialisation,
-optimizer state and seeded batch generator (``train.training_setup``, as ``train.train``: the same
-draws), AdamW with its own weight decay (implemented on the stacked tensors, the same update as
-``torch.optim.AdamW``), gradient-norm clipping on its own gradient, the
-learning-rate schedule ``config.learning_rate``, the checkpoint schedule and
-its recorder (``recorders.CheckpointRecorder`` on a per-run module holding the run's
-current weights; on a GPU its geometry and probes run on the device in float64
-and only the scalars come back). Only the forward pass and the update are the pack's own. Each run's
-directory is written by ``train``'s functions, as ``train.train`` writes it: config.json (provenance says ``pack``: how many runs shared the
-computation), metrics.csv, state.pt while in progress (the same format, so a
-packed run resumes alone and an alone run resumes packed), status.json. A
-complete run is reused; a run stops at its own early stop, and from there its
-slot is dropped from the pack.
+Each run keeps everything that makes it *that* run: its data, initialisation, optimizer state and seeded
+batch generator (``train.training_setup``, as ``train.train``: the same draws), AdamW with its own weight
+decay (implemented on the stacked tensors, the same update as ``torch.optim.AdamW``), gradient-norm
+clipping on its own gradient, the learning-rate schedule ``config.learning_rate``, the checkpoint
+schedule and its recorder (``recorders.CheckpointRecorder`` on a per-run module holding the run's current
+weights; on a GPU its geometry and probes run on the device in float64 and only the scalars come back).
+Only the forward pass and the update are the pack's own. Each run's directory is written by ``train``'s
+functions, as ``train.train`` writes it: config.json (provenance says ``pack``: how many runs shared the
+computation), metrics.csv, state.pt while in progress (the same format, so a packed run resumes alone and
+an alone run resumes packed), status.json. A complete run is reused; a run stops at its own early stop,
+and from there its slot is dropped from the pack.
 
 Tasks of different lengths share the computation by padding each input on the
 right to the longest one. Attention is causal, so positions after the answer

@@ -32,7 +32,8 @@ from pathlib import Path
 from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
 from geomcap import store
-from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, TrainConfig, parse_steps  # noqa: F401 (parse_steps: the CLI's)
+from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, TrainConfig
+from geomcap.config import parse_steps  # noqa: F401 (sweep.parse_steps: the notebooks' and results')
 from geomcap.tasks import LEVELS, TASKS
 
 
