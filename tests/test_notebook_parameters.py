@@ -21,7 +21,7 @@ BAD_PARAMETERS = [
     ("01_collapse.ipynb", "measure", "volume", "parameter measure: unknown value 'volume'"),
     ("02_top_down.ipynb", "levels", "trivial", "parameter levels: unknown value 'trivial'"),
     ("03_probing.ipynb", "tasks", "chess", "parameter tasks: unknown value 'chess'"),
-    ("04_precursors.ipynb", "fraction", "1.5", "parameter fraction: must be a number in (0, 1]"),
+    ("04_precursors.ipynb", "steps", "easy:0", "parameter steps: must be a positive integer, got 0"),
     ("05_difficulty.ipynb", "sizes", "huge", "parameter sizes: unknown value 'huge'"),
     ("06_pythia.ipynb", "model", "gpt-7", "parameter model: 'gpt-7' is neither a Pythia hub name"),
     ("06_pythia.ipynb", "benchmarks", "chess", "parameter benchmarks: unknown benchmark 'chess'"),
@@ -34,7 +34,10 @@ BAD_PARAMETERS = [
     ("01_collapse.ipynb", "taks", "mod", "parameter taks: unknown; this notebook's parameters are: tasks, levels"),
     ("01_collapse.ipynb", "recompute", "no", "parameter recompute: must be True or False, got 'no'"),
     ("01_collapse.ipynb", "measure", "all", "parameter measure: unknown value 'all'; choose one of: rankme"),
-    ("04_precursors.ipynb", "fraction", "abc", "parameter fraction: must be a number in (0, 1], got 'abc'"),
+    # the horizon fraction of an earlier protocol (its rules read the acquisition step): gone, and said so
+    ("04_precursors.ipynb", "fraction", "0.5", "parameter fraction: unknown; this notebook's parameters are"),
+    ("09_grokking.ipynb", "weight_decay", "-1", "parameter weight_decay: must be"),
+    ("09_grokking.ipynb", "seeds", "x", "parameter seeds:"),
     ("07_proxy.ipynb", "large", "999m", "parameter large: unknown value '999m'"),
     ("06_pythia.ipynb", "delete_downloads", "yes", "parameter delete_downloads: must be True or False"),
 ]

@@ -515,8 +515,8 @@ def test_book_table_shows_whole_numbers_and_missing_values_plainly():
 
 def test_every_notebooks_steps_parameter_defaults_to_the_committed_budget():
     """papermill parameters are literals, so each section notebook that trains its grid on recompute restates
-    the budget: it must be the library's. (06's and 08's ``steps`` are other budgets: the stand-in's, the
-    monitored run's.)"""
+    the budget: it must be the library's. (06's, 08's and 09's ``steps`` are other budgets: the stand-in's, the
+    monitored run's, the grokking runs'.)"""
     import ast
     import json
     from pathlib import Path
@@ -529,7 +529,11 @@ def test_every_notebooks_steps_parameter_defaults_to_the_committed_budget():
                     if "parameters" in c["metadata"].get("tags", []))
         values = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse("".join(cell["source"])).body
                   if isinstance(node, ast.Assign)}
-        if "recompute" in values and path.name != "06_pythia.ipynb":
+        if path.name == "09_grokking.ipynb":  # its own budget, the grokking runs'
+            from geomcap.grokking import DEFAULTS
+
+            assert values["steps"] == DEFAULTS["steps"]
+        elif "recompute" in values and path.name != "06_pythia.ipynb":
             found[path.name] = values["steps"]
     assert len(found) == 6, found
     assert set(found.values()) == {DEFAULT_LEVEL_STEPS_TEXT}, found

@@ -163,6 +163,8 @@ def check_value(name: str, value, kind: str | None = None):
             raise ParameterError(f"parameter {name}: must be a string, got {value!r}")
         try:
             parse_steps(value)
+        except SettingError as exc:  # the reason alone: the parameter is named here
+            raise ParameterError(f"parameter {name}: {exc.reason}") from None
         except ValueError as exc:
             raise ParameterError(f"parameter {name}: {str(exc).removeprefix('--steps: ')}") from None
         return value

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from geomcap import events, measures, paper, store
-from geomcap.parameters import ParameterError
+from geomcap.parameters import ParameterError, check_value
 from geomcap.tasks import LEVELS, chance_accuracy, make_task
 from geomcap.train import DEFAULT_LEVEL_STEPS_TEXT, MEASUREMENT_ONLY_FIELDS
 
@@ -481,12 +481,7 @@ def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=N
     tasks, levels, sizes, seeds = _section_selection(tasks, levels, sizes, seeds)
     if seeds == "all":
         raise ParameterError("parameter seeds: give explicit seeds with recompute=True")
-    try:
-        steps_by_level = parse_steps(DEFAULT_LEVEL_STEPS_TEXT if steps is None else str(steps))
-    except ValueError as exc:
-        raise ParameterError(f"parameter steps: {exc}") from None
-    for value in steps_by_level.values() if isinstance(steps_by_level, dict) else [steps_by_level]:
-        check_positive_int("steps", value)
+    steps_by_level = parse_steps(check_value("steps", DEFAULT_LEVEL_STEPS_TEXT if steps is None else steps, "steps"))
     return grid(tasks=tasks, levels=levels, sizes=sizes, seeds=seeds, steps=steps_by_level)
 
 
@@ -848,7 +843,7 @@ C5_MEASURES = ("rankme", *measures.COSTLY_MEASURES)
 #: the baselines every precursor is compared with (behaviour, and the parameter norm)
 BASELINES = events.BEHAVIOURAL_BASELINES
 #: the two readings of "precursor" (:func:`geomcap.events.summarize_run`): the informative one (b), read
-#: where the collapse is over, and the paper's (a), read from the first checkpoint (column prefix "paper_")
+#: where the collapse is over, and the paper's (a), read from the first checkpoint (column prefix ``"paper_"``)
 READINGS = {"informative": "", "paper": "paper_"}
 #: what a setting is: intervals resample these (seeds within them), never runs as if independent
 SETTING_KEYS = ("task", "level", "size")
