@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from geomcap import measures, tasks
-from geomcap.models import ALL_PRESETS
+from geomcap.presets import ALL_PRESETS
 from geomcap.schema import SettingError, setting, table
 
 #: weight decay by task where it differs from :data:`DEFAULT_WEIGHT_DECAY`
