@@ -39,7 +39,6 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 import geomcap
 
@@ -199,6 +198,8 @@ def atomic_write_json(path, obj) -> None:
 
 def atomic_torch_save(obj, path) -> None:
     """``torch.save(obj)`` to ``path`` atomically (serialised in memory, then :func:`atomic_write_bytes`)."""
+    import torch  # only who saves a training state needs torch: a reader of the store does not
+
     buf = io.BytesIO()
     torch.save(obj, buf)
     atomic_write_bytes(Path(path), buf.getvalue())
@@ -207,6 +208,8 @@ def atomic_torch_save(obj, path) -> None:
 def load_state(path) -> dict:
     """A training state saved by :func:`atomic_torch_save`, on the CPU, loaded with ``weights_only=True`` (no
     arbitrary pickles); errors as torch raises them (:func:`read_state` reads one safely)."""
+    import torch
+
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
@@ -433,6 +436,8 @@ def provenance(device: str) -> dict:
     """What a run's config.json records of where it was made: versions, git commit, device, threads, and the
     CPU (model and the instruction-set level torch's kernels use: runs agree byte for byte only on the same
     kind of CPU at the same thread count)."""
+    import torch
+
     return {
         "geomcap_version": geomcap.__version__,
         "git_commit": git_commit(),

@@ -95,16 +95,20 @@ identical tensors, and tasks sharing a seed do not share operands.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from geomcap import splits
+
+if TYPE_CHECKING:  # tensors in the annotations: torch is imported where tensors are made (make_task)
+    import torch
 
 TASKS = ("copy", "reverse", "compare", "parity", "add", "mod", "sort", "mul")
 LEVELS = ("easy", "medium", "hard")
 
 MARKER = {task: f"<{task}>" for task in TASKS}  # task -> its marker token
+#: the tokens shared by every task: padding, digits, operators, and one marker per task
 VOCAB: tuple[str, ...] = (
     ("<pad>",)
     + tuple("0123456789")
@@ -209,7 +213,7 @@ def encode(tokens: list[str] | str) -> list[int]:
 
 def decode(ids) -> str:
     """Ids (list, 1-D numpy array or 1-D tensor) -> the token strings joined with no separator."""
-    if isinstance(ids, torch.Tensor):
+    if hasattr(ids, "detach"):  # a tensor (torch is imported only by who makes tensors)
         ids = ids.detach().cpu().numpy()
     ids = np.asarray(ids)
     if ids.ndim != 1:
@@ -376,7 +380,20 @@ def make_task(task: str, level: str, seed: int = 0, n_train: int = 100_000,
     digit first (the prompts and the split are unchanged; see :data:`ANSWER_ORDERS`).
     ``params`` replace the level table's row (e.g. ``level_params(task, level, legacy=True)``
     for a run of the first grid); the level name still seeds the random stream.
+    The rows are :func:`task_arrays`', as tensors.
     """
+    import torch  # the data as tensors, for training; task_arrays gives the same rows without torch
+
+    params, *arrays = task_arrays(task, level, seed, n_train, n_test, answer_order, params)
+    train_p, train_a, test_p, test_a = (torch.from_numpy(a) for a in arrays)
+    return TaskData(task, level, int(seed), params, train_p, train_a, test_p, test_a)
+
+
+def task_arrays(task: str, level: str, seed: int = 0, n_train: int = 100_000, n_test: int = 512,
+                answer_order: str = "msd", params: dict | None = None) -> tuple:
+    """:func:`make_task`'s rows as numpy arrays, without torch: ``(params, train_prompts, train_answers,
+    test_prompts, test_answers)``, each array int64 of shape (n, prompt_len) or (n, answer_len), and the level
+    parameters used. Arguments as :func:`make_task`'s."""
     check_task_level(task, level)
     check_answer_order(task, answer_order)
     for name, value in (("seed", seed), ("n_train", n_train), ("n_test", n_test)):
@@ -396,14 +413,13 @@ def make_task(task: str, level: str, seed: int = 0, n_train: int = 100_000,
         base = 2 if task == "parity" else 10
         test_d, train_d = splits.split_uniform(rng, base, sum(widths), n_train, n_test)
 
-    def tensor(a):
-        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))
+    def rows(a, flip=False):
+        a = np.asarray(a, dtype=np.int64)
+        return np.ascontiguousarray(a[:, ::-1] if flip else a)
 
-    train_p, train_a = tensor(_prompts(task, params, train_d)), tensor(_answers(task, params, train_d))
-    test_p, test_a = tensor(_prompts(task, params, test_d)), tensor(_answers(task, params, test_d))
-    if answer_order == "lsd":
-        train_a, test_a = train_a.flip(1), test_a.flip(1)
-    return TaskData(task, level, int(seed), params, train_p, train_a, test_p, test_a)
+    lsd = answer_order == "lsd"
+    return (params, rows(_prompts(task, params, train_d)), rows(_answers(task, params, train_d), lsd),
+            rows(_prompts(task, params, test_d)), rows(_answers(task, params, test_d), lsd))
 
 
 def exact_match(predicted: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
@@ -420,7 +436,9 @@ def chance_accuracy(answers: torch.Tensor) -> float:
     answers: (N, Ta) ids. For parity (two answers) it is ~0.5, so "accuracy > 0.5"
     alone cannot tell learning from a lucky constant guess; long answers give ~0.
     """
-    _, counts = torch.unique(answers, dim=0, return_counts=True)
+    if hasattr(answers, "detach"):  # a tensor: its rows, counted the same way without torch
+        answers = answers.detach().cpu().numpy()
+    _, counts = np.unique(np.asarray(answers), axis=0, return_counts=True)
     return float(counts.max()) / answers.shape[0]
 
 
