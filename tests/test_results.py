@@ -1,4 +1,5 @@
 """Tables across runs: loading, filtering, summaries, parameter validation."""
+import json
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,6 @@ def test_parameter_checks():
         results.check_choices("tasks", ["a", "c"], ["a", "b"])
     with pytest.raises(ValueError, match="parameter steps: must be a positive integer"):
         results.check_positive_int("steps", -5)
-    assert results.rate([True, False, None, True]) == pytest.approx(2 / 3)
 
 
 def _synthetic_metrics(run, task, size, steps, values, n_layers=3):
@@ -391,6 +391,47 @@ def test_run_chance_from_a_minimal_config():
     # with the current levels' task_params: running parity, 18 answer tokens (chance ~0)
     current = {**minimal, "task_params": {"n_bits": 18, "answer": "running"}}
     assert results.run_chance(current) < 0.01
+
+
+def test_chance_levels_are_read_from_the_run_directory(tmp_path):
+    """Training records a run's chance levels in status.json; a run made before it did is recomputed, the same
+    numbers without torch."""
+    config = {"task": "parity", "level": "easy", "size": "405k", "seed": 0, "steps": 100, "path": str(tmp_path)}
+    recomputed = results.run_chance(config), results.run_majority_rate(config)  # no status.json
+    (tmp_path / store.STATUS_FILE).write_text(json.dumps({"chance_accuracy": 0.125, "majority_first_token": 0.75}))
+    assert (results.run_chance(config), results.run_majority_rate(config)) == (0.125, 0.75)
+    assert results.run_chance(config, status={}) == recomputed[0]
+
+
+def test_analysis_and_claims_import_neither_torch_nor_training():
+    import subprocess
+    import sys
+
+    code = ("import sys, geomcap.analysis, geomcap.claims, geomcap.claims.table, geomcap.results, geomcap.events; "
+            "import geomcap.analysis.table, geomcap.analysis.sensitivity, geomcap.analysis.costs; "
+            "loaded = [m for m in ('torch', 'geomcap.train', 'geomcap.sweep') if m in sys.modules]; "
+            "assert not loaded, loaded")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_one_protocol_for_acquisition():
+    import inspect
+
+    from geomcap import events, pythia
+    threshold, patience = events.ACQUISITION_THRESHOLD, events.ACQUISITION_PATIENCE
+    assert (events.PROTOCOL["acquisition_threshold"], events.PROTOCOL["acquisition_patience"]) == (threshold, patience)
+    for f in (events.acquisition_step, events.precursor, events.summarize_run, events.confirmed_events,
+              results.probe_table, pythia.gap_table):
+        defaults = inspect.signature(f).parameters
+        assert (defaults["threshold"].default, defaults["patience"].default) == (threshold, patience), f
+
+
+def test_the_claims_table_has_every_claim_c7_included(store_root):
+    c7 = results.claim_row("C7", "a stand-in's row")
+    rows = results.claims_from_store(store_root, c7=c7)
+    assert [row["claim"] for row in rows] == [f"C{i}" for i in range(1, 9)] and rows[6] is c7
+    assert list(results.RULES) == [f"C{i}" for i in range(1, 9)]
+    assert all(results.RULES[row["claim"]] == row["rule"] for row in rows if row["rule"])
 
 
 def test_not_acquired_table_diagnoses_memorised_and_underfit():

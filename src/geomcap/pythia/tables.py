@@ -1,4 +1,5 @@
-"""Analysis of the stored Pythia runs: the notebook's tables (gaps, C7, timings, cost)."""
+"""Analysis of the stored Pythia runs: the notebook's tables (timings, cost) and its selection; C7's gap table and
+row are :mod:`geomcap.claims.c7`'s (importable from here as before)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geomcap import diagnostics, events, store
+from geomcap import diagnostics, store
+from geomcap.analysis.runs import load_runs
+from geomcap.analysis.selection import check_layers  # noqa: F401 (pythia.check_layers, as before)
+from geomcap.claims.c7 import (  # noqa: F401 (C7's table and row, by their names here as before)
+    c7_from_store as c7_claim_from_store, claim_c7, gap_table)
 from geomcap.parameters import ParameterError
 from geomcap.pythia.revisions import (STANDIN_NAME, available_revisions, check_model, model_label, revision_step,
                                      select_revisions)
@@ -18,11 +23,9 @@ def load_benchmark_runs(root=None, model=None, benchmarks="all") -> pd.DataFrame
     """One row per complete Pythia run (one benchmark of one model) under ``root`` (default the
     committed data/pythia/runs), in the benchmarks' order. ValueError when a (model, benchmark)
     has several runs (e.g. two stand-ins built differently in one store)."""
-    from geomcap import results
-
     benchmarks = check_benchmarks(benchmarks)
     root = Path(root) if root is not None else committed_runs_root()
-    runs = results.load_runs(root, model=model, task=benchmarks) if root.exists() else pd.DataFrame()
+    runs = load_runs(root, model=model, task=benchmarks) if root.exists() else pd.DataFrame()
     if runs.empty:
         return runs
     dup = runs[runs.duplicated(["model", "task"], keep=False)]
@@ -32,111 +35,6 @@ def load_benchmark_runs(root=None, model=None, benchmarks="all") -> pd.DataFrame
     order = {b: i for i, b in enumerate(diagnostics.BENCHMARKS)}
     return runs.sort_values(["model", "task"], key=lambda c: c.map(order) if c.name == "task" else c
                             ).reset_index(drop=True)
-
-
-def check_layers(layers, available) -> list[int]:
-    """'final' -> [last], 'all' -> every layer, or a list of layer indices (0 = embeddings)."""
-    available = sorted(int(a) for a in available)
-    if isinstance(layers, str):
-        if layers == "final":
-            return available[-1:]
-        if layers == "all":
-            return available
-        raise ParameterError(f"parameter layers: {layers!r}; use 'final', 'all' or a list of layer indices "
-                         f"({available[0]} .. {available[-1]})")
-    layers = [layers] if isinstance(layers, (int, np.integer)) else list(layers)
-    bad = [l for l in layers if isinstance(l, bool) or not isinstance(l, (int, np.integer)) or int(l) not in available]
-    if bad or not layers:
-        raise ParameterError(f"parameter layers: {bad or layers} not among the recorded layers "
-                         f"{available[0]} .. {available[-1]}")
-    return sorted(int(l) for l in layers)
-
-
-def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure: str = "rankme",
-                  threshold: float = 0.5, patience: int = 3) -> pd.DataFrame:
-    """Per benchmark and layer: acquisition, ``measure``'s transition and the precursor gap.
-
-    Acquisition: chance-corrected accuracy ``(acc - chance) / (1 - chance) >
-    threshold`` at ``patience`` consecutive revisions
-    (:func:`geomcap.events.acquisition_step`); transition: where the series
-    leaves its early course, read from step 0 (the paper's reading,
-    :func:`geomcap.events.transition_step`);
-    gap = acquisition - transition (:func:`geomcap.events.precursor`), also in
-    tokens (x the run's tokens per step) and as a fraction of the last step.
-    ``floor_step``: the step of the final layer's minimum after initialisation
-    (:func:`geomcap.events.collapse`), and ``acquired_after_floor`` the
-    project's data-driven "hard" (:func:`geomcap.results.difficulty_class`).
-    """
-    from geomcap import results
-
-    rows = []
-    for run in runs.itertuples():
-        m = metrics[metrics["run"] == run.run]
-        steps, acc = events.tidy_series(m, "accuracy")
-        corrected = events.chance_corrected(acc, run.chance)
-        r_layers, r_steps, values = events.layer_matrix(m, measure)
-        if not np.array_equal(r_steps, steps):
-            raise ValueError(f"run {run.run}: {measure} and accuracy recorded at different revisions")
-        final = int(r_layers[-1])
-        floor = events.collapse(steps, values[-1]) if len(steps) >= 2 else None
-        for layer in check_layers(layers, r_layers):
-            p = events.precursor(steps, values[list(r_layers).index(layer)], corrected, threshold=threshold,
-                                 patience=patience)
-            rows.append({
-                "model": run.model, "benchmark": run.task, "level": run.level, "chance": run.chance,
-                "revisions": len(steps), "last_step": int(steps[-1]), "final_accuracy": float(acc[-1]),
-                "best_accuracy": float(np.max(acc)), "acquisition_step": p.acquisition_step,
-                "layer": layer, "final_layer": layer == final, "transition_step": p.measure_step,
-                "gap_steps": p.gap_steps, "gap_checkpoints": p.gap_checkpoints,
-                "gap_tokens": None if p.gap_steps is None else p.gap_steps * int(run.tokens_per_step),
-                "gap_fraction": None if p.gap_steps is None else p.gap_steps / int(steps[-1]),
-                "is_precursor": p.is_precursor, "floor_step": floor.floor_step if floor else None,
-                "rankme_floor_step": floor.floor_step if floor else None})
-    table = pd.DataFrame(rows)
-    if table.empty:
-        return table
-    table["data_class"] = results.difficulty_class(table).where(table["final_layer"])
-    table = table.drop(columns="rankme_floor_step")
-    for column in ("acquisition_step", "transition_step", "gap_steps", "gap_checkpoints", "gap_tokens",
-                   "floor_step"):
-        table[column] = table[column].astype("Int64")
-    return table
-
-
-def claim_c7(table: pd.DataFrame) -> dict:
-    """The C7 row of the paper-vs-ours table: the hard task's gap at the final layer, and how many
-    easy benchmarks show a precursor. The value is the hard gap in steps (NaN when undefined)."""
-    from geomcap import results
-
-    final = table[table["final_layer"]]
-    if final.empty:
-        return results.claim_row("C7", "no benchmark selected")
-    model = final["model"].iloc[0]
-    who = ("the offline stand-in (NOT Pythia)" if model == STANDIN_NAME else model)
-    hard = final[final["level"] == "hard"]
-    easy = final[final["level"] == "easy"]
-    parts, value = [who + ":"], float("nan")
-    for row in hard.itertuples():
-        if pd.isna(row.acquisition_step):
-            parts.append(f"{row.benchmark} never acquired (best accuracy {row.best_accuracy:.2f}, "
-                         f"chance {row.chance:.2f}), so no gap;")
-        else:
-            parts.append(f"{row.benchmark} gap {row.gap_steps} steps ({row.gap_fraction:.0%} of training);")
-            value = float(row.gap_steps)
-    acquired = easy[easy["acquisition_step"].notna()]
-    parts.append(f"easy benchmarks with a RankMe precursor: {int(acquired['is_precursor'].sum())}/{len(acquired)} "
-                 f"acquired ({len(easy)} selected)")
-    judged = results.claim_c7(table)  # the verdict and its rule: one rule for C7, in results
-    return results.claim_row("C7", " ".join(parts), value, judged["verdict"], judged["rule"])
-
-
-def c7_claim_from_store(model: str = "standin", root="") -> dict:
-    """The C7 row (:func:`claim_c7`) from the stored metrics of ``model`` at every stored revision,
-    final layer (root "" as in :func:`section_root`): the book's results page. Reads only."""
-    runs = model_runs(model, "all", root)
-    from geomcap import results
-
-    return claim_c7(gap_table(runs, select_metrics(results.load_metrics(runs), "all")))
 
 
 def section_root(model="standin", root="") -> Path:
@@ -267,3 +165,4 @@ def cost_estimate(benchmarks="all", chars_per_token: float = 4.0, benchmark_dir=
     table = pd.DataFrame(rows)
     total = {"benchmark": "all", **table.drop(columns="benchmark").sum().to_dict()}
     return pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+

@@ -1,0 +1,118 @@
+"""What the measures cost and how well they resolve: the geometry's share of training time, the costly
+measures' health (LLC chains, Lanczos residuals) and recording resolution."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from geomcap import store
+from geomcap.analysis.protocol import RUN_KEYS
+from geomcap.analysis.runs import is_missing
+
+
+def geometry_share_text(index: pd.DataFrame, limit: float, dense_steps: int) -> str:
+    """What :func:`run_index`'s ``geometry_share`` says against ``limit`` (e.g. 0.10): median and range
+    over the runs, how many exceed the limit and how long those trained, and the same over the rest
+    (``dense_steps``: the runs' checkpoint at every step up to there, ``TrainConfig.dense_steps``)."""
+    index = index.dropna(subset=["geometry_share"])
+    if index.empty:
+        return "No committed run records its geometry share."
+    share = index["geometry_share"]
+    over = index[share > limit]
+    text = (f"On the {len(index)} committed runs the per-checkpoint geometry took {share.median():.1%} of "
+            f"the training time (median; {share.min():.1%} to {share.max():.1%}). ")
+    if over.empty:
+        return text + f"None exceeds the target of {limit:.0%}."
+    longer = index[index["trained_steps"] > over["trained_steps"].max()]
+    stopped = "all stopped after acquisition" if (over["trained_steps"] < over["steps"]).all() else "not all stopped"
+    text += (f"{len(over)} runs exceed the target of {limit:.0%}; each of them trained at most "
+             f"{int(over['trained_steps'].max())} steps ({stopped}), where the checkpoint at every one of the "
+             f"first {dense_steps} steps weighs more against the short training. ")
+    if len(longer):
+        text += (f"The {len(longer)} runs that trained longer stay at or below "
+                 f"{longer['geometry_share'].max():.1%} (median {longer['geometry_share'].median():.1%}).")
+    return text
+
+
+#: the columns of :func:`costly_health_table`
+COSTLY_HEALTH_COLUMNS = [*RUN_KEYS, "run", "window", "estimates", "llc_not_flat", "llc_median_drift", "hessian_max_residual",
+                         "hessian_median_matvecs", "train_s", "costly_s", "cost_ratio"]
+
+
+def costly_health_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run of ``runs`` that recorded the costly measures: how many estimates, how healthy, at what cost.
+
+    Columns :data:`COSTLY_HEALTH_COLUMNS`: ``estimates`` (checkpoints with an LLC estimate);
+    ``llc_not_flat`` (estimates whose chains had not levelled off: ``|llc_trace_drift|`` above
+    :data:`geomcap.dynamics.LLC_DRIFT_TOLERANCE`) and ``llc_median_drift`` (of ``|drift|``);
+    ``hessian_max_residual`` (the worst relative Lanczos residual ``||Hv - lambda v|| / lambda``)
+    and ``hessian_median_matvecs`` (Hessian-vector products per estimate); ``train_s`` and
+    ``costly_s`` (seconds, from status.json) and ``cost_ratio = costly_s / train_s``; ``window``: the
+    run's ``costly_window`` as "first-last" (steps), "" without one.
+    """
+    from geomcap.dynamics import LLC_DRIFT_TOLERANCE
+
+    rows = []
+    for row in runs.itertuples():
+        if not getattr(row, "measures", None) or not isinstance(row.measures, (list, tuple)):
+            continue
+        m = store.read_metrics(row.path)
+        value = lambda name: m.loc[m["measure"] == name, "value"].astype(float)  # noqa: E731
+        drift = value("llc_trace_drift").abs()
+        status = store.read_status(row.path) or {}
+        train_s, costly_s = status.get("train_s", np.nan), status.get("costly_s", np.nan)
+        rows.append({**{k: getattr(row, k) for k in RUN_KEYS}, "run": row.run, "window": _window_text(row),
+                     "estimates": int(value("llc").notna().sum()),
+                     "llc_not_flat": int((drift > LLC_DRIFT_TOLERANCE).sum()),
+                     "llc_median_drift": drift.median(), "hessian_max_residual": value("hessian_residual").max(),
+                     "hessian_median_matvecs": value("hessian_matvecs").median(), "train_s": train_s,
+                     "costly_s": costly_s, "cost_ratio": costly_s / train_s if train_s else np.nan})
+    return pd.DataFrame(rows, columns=COSTLY_HEALTH_COLUMNS)
+
+
+def _window_text(row) -> str:
+    window = getattr(row, "costly_window", None)
+    return "" if is_missing(window) else f"{int(window[0])}-{int(window[1])}"
+
+
+def costly_resolution_text(summary: pd.DataFrame, runs: pd.DataFrame, measures, costly_every: int,
+                           dense_steps: int) -> str:
+    """What the costly measures' recording resolution lets one tell, and what the windowed runs say.
+
+    ``summary``: :func:`summary_table` rows (``run``, ``{m}_transition_step``,
+    ``{m}_gap_checkpoints``, ``test_loss_gap_checkpoints``: the informative reading); ``runs``: :func:`load_runs`
+    rows (``run``, ``costly_window``). A run with a ``costly_window`` records the costly measures at
+    every checkpoint of that step range, so a transition read inside it is resolved to one checkpoint.
+    For each measure the sentence gives, over the windowed runs (read where the collapse is over),
+    how many transitions fall inside the window, and the leads over acquisition and over the test
+    loss's transition, in checkpoints (positive = the measure comes first).
+    """
+    coarse = (f"past step {dense_steps}, the costly measures are taken at every {costly_every}th checkpoint, "
+              f"so a lead or lag of fewer than {costly_every} checkpoints cannot be told from synchrony")
+    windows = runs.set_index("run").get("costly_window", pd.Series(dtype=object))
+    windowed = [r for r in summary["run"] if r in windows.index and not is_missing(windows[r])]
+    if not windowed:
+        return f"A measure can lead only at the resolution it was recorded: {coarse}."
+    rows = summary.set_index("run").loc[windowed]
+    spans = [f"{first}-{last}" for first, last in sorted({(int(windows[r][0]), int(windows[r][1])) for r in windowed})]
+    parts = []
+    for m in measures:
+        if f"{m}_transition_step" not in rows:
+            continue
+        step = pd.to_numeric(rows[f"{m}_transition_step"], errors="coerce")
+        if step.isna().all():
+            continue
+        inside = sum(windows[r][0] <= step[r] <= windows[r][1] for r in windowed if pd.notna(step[r]))
+        lead = pd.to_numeric(rows[f"{m}_gap_checkpoints"], errors="coerce")
+        over_loss = lead - pd.to_numeric(rows["test_loss_gap_checkpoints"], errors="coerce")
+        listed = lambda x: ", ".join(f"{v:.0f}" for v in x.dropna()) + f" (median {x.median():.0f})"  # noqa: E731
+        parts.append(f"{m}'s transition falls inside the window in {inside} of {int(step.notna().sum())} and leads "
+                     f"acquisition by {listed(lead)} checkpoints and the test loss by {listed(over_loss)}")
+    if not parts:
+        return (f"A measure can lead only at the resolution it was recorded: {coarse}; {len(windowed)} run(s) also "
+                "record them at every checkpoint of a window around acquisition, but none records these measures.")
+    return (f"A measure can lead only at the resolution it was recorded: {coarse}, except inside a window around "
+            f"acquisition, where {len(windowed)} run(s) record them at every checkpoint (`costly_window`, steps "
+            f"{', '.join(spans)}). On those runs, read where the collapse is over (positive = the measure comes "
+            "first): " + "; ".join(parts) + ".")

@@ -1,0 +1,121 @@
+"""A notebook's selection of runs: its parameters checked (one line naming the parameter) and the run stores
+it reads. Training the runs a recompute asks for is the notebook's own call (:func:`geomcap.results.section_grid`,
+then :func:`geomcap.sweep.train_missing`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from geomcap import store
+from geomcap.analysis.protocol import RUN_KEYS
+from geomcap.analysis.runs import load_runs
+from geomcap.parameters import ParameterError, as_list
+from geomcap.presets import ALL_PRESETS
+from geomcap.tasks import LEVELS, TASKS
+
+
+def check_choices(name: str, values, allowed) -> list:
+    """Validate a notebook parameter: a value or list of values, each in ``allowed`` ('all' = every one).
+
+    Raises ValueError with one line naming the parameter, the bad value and the choices.
+    """
+    if isinstance(values, str):
+        values = list(allowed) if values == "all" else as_list(values)  # also "a,b" and "['a', 'b']"
+    values = list(values)
+    for value in values:
+        if value not in allowed:
+            raise ParameterError(f"parameter {name}: unknown value {value!r}; choose from: "
+                             f"{', '.join(map(str, allowed))} (or 'all')")
+    if not values:
+        raise ParameterError(f"parameter {name}: empty selection")
+    return values
+
+
+def check_positive_int(name: str, value) -> int:
+    """``value`` as an int when it is a positive integer, else ParameterError naming the parameter ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ParameterError(f"parameter {name}: must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def section_selection(tasks, levels, sizes, seeds) -> tuple[list, list, list, list | str]:
+    """A notebook's tasks, levels, sizes and seeds, validated (ParameterError naming the parameter)."""
+    tasks = check_choices("tasks", tasks, TASKS)
+    levels = check_choices("levels", levels, LEVELS)
+    sizes = check_choices("sizes", sizes, tuple(ALL_PRESETS))
+    if isinstance(seeds, str) and seeds != "all":
+        raise ParameterError(f"parameter seeds: expected an int, a list of ints or 'all', got {seeds!r}")
+    if not isinstance(seeds, str):
+        seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
+        for seed in seeds:
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+                raise ParameterError(f"parameter seeds: {seed!r} is not a non-negative integer")
+    return tasks, levels, sizes, seeds
+
+
+def section_stores(root="", recompute: bool = False) -> list[Path]:
+    """The run stores a notebook reads: ``root``, or ("") the committed runs
+    (:func:`geomcap.store.committed_data` ``("runs")``) followed, with ``recompute``, by the user store
+    (:func:`geomcap.store.user_root`: ``$GEOMCAP_RUNS``, else ``~/.cache/geomcap/runs``), where the recompute
+    cell trains: never into the committed ``data/``. The last store is the one runs are trained into."""
+    if not isinstance(recompute, bool):
+        raise ParameterError(f"parameter recompute: must be True or False, got {recompute!r}")
+    if root:
+        return [Path(root)]
+    return [store.committed_data("runs")] + ([store.user_root()] if recompute else [])
+
+
+def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
+                 steps=None) -> pd.DataFrame:
+    """Validate a notebook's parameters and return its runs (one row per complete run). Trains nothing.
+
+    tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a list of ints, or "all"
+    (every seed in the store). The runs are read from :func:`section_stores` (``root`` "" = the committed
+    store). With ``recompute`` the runs returned are exactly those of :func:`section_grid` (its steps, its
+    settings), from either store; the notebook's recompute cell trains the missing ones first
+    (:func:`geomcap.sweep.train_missing`). Bad values raise ValueError naming the parameter.
+    """
+    tasks, levels, sizes, seeds = section_selection(tasks, levels, sizes, seeds)
+    roots = section_stores(root, recompute)
+    if not roots[0].exists():
+        raise ParameterError(f"parameter root: {roots[0]} does not exist")
+    selected = [load_runs(r, task=tasks, level=levels, size=sizes, seed=None if seeds == "all" else seeds)
+                for r in roots if r.exists()]
+    runs = pd.concat([r for r in selected if not r.empty] or [selected[0]], ignore_index=True)
+    where = " and ".join(str(r) for r in roots)
+    if recompute:  # exactly the grid's runs (its steps, its settings)
+        from geomcap.sections import section_grid  # the grid is training's: imported only by a recompute
+
+        wanted = {store.config_hash(c.to_dict()) for c in section_grid(tasks, levels, sizes, seeds, steps)}
+        runs = runs[runs["run"].isin(wanted)] if not runs.empty else runs
+        missing = len(wanted) - runs["run"].nunique() if not runs.empty else len(wanted)
+        if missing:
+            raise ValueError(f"{missing} of the {len(wanted)} runs asked for are not in {where}: train them first "
+                             "(the notebook's recompute cell: geomcap.sweep.train_missing)")
+    if len(selected) > 1 and not runs.empty:  # a run in both stores: the committed one
+        runs = runs.drop_duplicates("run").sort_values(list(RUN_KEYS)).reset_index(drop=True)
+    if runs.empty:
+        raise ValueError(f"no complete run in {where} for tasks={tasks}, levels={levels}, sizes={sizes}, "
+                         f"seeds={seeds}: pass recompute=True to train them (see data/README.md)")
+    return runs
+
+
+def check_layers(layers, available) -> list[int]:
+    """'final' -> [last], 'all' -> every layer, or a list of layer indices (0 = embeddings)."""
+    available = sorted(int(a) for a in available)
+    if isinstance(layers, str):
+        if layers == "final":
+            return available[-1:]
+        if layers == "all":
+            return available
+        raise ParameterError(f"parameter layers: {layers!r}; use 'final', 'all' or a list of layer indices "
+                         f"({available[0]} .. {available[-1]})")
+    layers = [layers] if isinstance(layers, (int, np.integer)) else list(layers)
+    bad = [l for l in layers if isinstance(l, bool) or not isinstance(l, (int, np.integer)) or int(l) not in available]
+    if bad or not layers:
+        raise ParameterError(f"parameter layers: {bad or layers} not among the recorded layers "
+                         f"{available[0]} .. {available[-1]}")
+    return sorted(int(l) for l in layers)

@@ -1,0 +1,63 @@
+"""C2: MOD's collapse floor (final layer) per size, against the paper's ~2.0; collapse floors per task and
+size."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from geomcap import paper
+from geomcap.claims.verdicts import claim_row
+
+
+#: C2: MOD's floor within this relative distance of the paper's ~2.0
+FLOOR_TOLERANCE = 0.25
+
+#: C2's band: MOD's floor within :data:`FLOOR_TOLERANCE` of the paper's ~2.0
+FLOOR_BAND = (paper.CLAIMS["C2"]["values"]["mod_floor"] * (1 - FLOOR_TOLERANCE),
+              paper.CLAIMS["C2"]["values"]["mod_floor"] * (1 + FLOOR_TOLERANCE))
+
+#: the claim this module decides
+CLAIM = "C2"
+#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+RULE = (f"reproduced: MOD's mean floor within [{FLOOR_BAND[0]:.2f}, {FLOOR_BAND[1]:.2f}] at every size, >= 2 sizes; partly: within "
+        "it at some sizes (or at the only size run: size-independence untested); not reproduced: at no size; "
+        "not specific to learning: the negative controls' MOD floor is within the same band; not testable: "
+        "no MOD run")
+
+
+def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Collapse floor (final layer) per task x size: mean and spread over levels and seeds, with run counts."""
+    grouped = summary.groupby(["task", "size"], sort=False)
+    table = grouped.agg(runs=("run", "count"),
+                        collapsed=("rankme_collapsed", lambda v: int(pd.Series(v).fillna(False).astype(bool).sum())),
+                        floor_mean=("rankme_floor_value", "mean"),
+                        floor_min=("rankme_floor_value", "min"),
+                        floor_max=("rankme_floor_value", "max"),
+                        initial_mean=("rankme_initial_value", "mean"))
+    return table.reset_index()
+
+
+def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> dict:
+    """C2: MOD's collapse floor (final layer) per size, against the paper's ~2.0, uncentred (and centred); in
+    the controls, MOD's floor where nothing is learnt."""
+    lo, hi = FLOOR_BAND
+    rule = RULE
+    mod = summary[summary["task"] == "mod"]
+    if mod.empty:
+        return claim_row("C2", "no MOD run selected", rule=rule)
+    floors = mod.groupby("size", sort=False)["rankme_floor_value"].apply(lambda v: pd.to_numeric(v).mean())
+    within = (floors >= lo) & (floors <= hi)
+    text = "MOD floor " + ", ".join(f"{size} {value:.2f}" for size, value in floors.items())
+    if centred is not None:
+        cm = pd.to_numeric(centred.loc[centred["task"] == "mod", "rankme_floor_value"], errors="coerce")
+        if len(cm.dropna()):
+            text += f"; centred {cm.mean():.2f}"
+    verdict = ("reproduced" if within.all() and len(floors) >= 2 else
+               "partly reproduced" if within.any() else "not reproduced")
+    control_text = "no negative control"
+    if control is not None and (control["task"] == "mod").any():
+        cf = pd.to_numeric(control.loc[control["task"] == "mod", "rankme_floor_value"], errors="coerce").mean()
+        control_text = f"MOD floor in the controls {cf:.2f}"
+        if lo <= cf <= hi and verdict != "not reproduced":
+            verdict = "reproduced, not specific to learning"
+    return claim_row("C2", text, float(floors.mean()), verdict, rule, control_text)

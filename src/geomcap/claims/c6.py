@@ -1,0 +1,48 @@
+"""C6: a precursor on hard runs and none on runs acquired during the collapse (the paper's reading)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from geomcap.analysis.difficulty import DIFFICULTY_CLASSES, difficulty_class
+from geomcap.claims.verdicts import MIN_RUNS, PARTLY, RATE_HIGH, RATE_LOW, claim_row
+
+
+#: the claim this module decides
+CLAIM = "C6"
+#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+RULE = (f"not testable: fewer than {MIN_RUNS} runs acquired during the collapse (by RankMe's recovery) or "
+        f"{MIN_RUNS} hard runs; reproduced: the paper's reading leads acquisition in <= {RATE_LOW:.0%} of the "
+        f"runs acquired during the collapse and >= {RATE_HIGH:.0%} of the hard runs; partly: the hard rate "
+        f"exceeds the other by >= {PARTLY:.0%}; not reproduced: otherwise")
+
+
+def acquired_during_collapse(summary: pd.DataFrame) -> pd.Series:
+    """Per run: acquired by the time the final layer's RankMe recovered (the paper's "easy": acquisition
+    during the initial collapse). False for runs never acquired or whose collapse never recovered."""
+    acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
+    recovery = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
+    return (acq <= recovery).fillna(False).astype(bool)
+
+
+def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
+    """C6: a precursor on hard runs and none on runs acquired during the collapse (the paper's easy). Read
+    with the paper's reading (a) (the informative one starts after the collapse, so it cannot see a lead in
+    a run acquired during it); not testable without at least :data:`MIN_RUNS` runs acquired during the
+    collapse."""
+    rule = RULE
+    during = acquired_during_collapse(summary)
+    classes = difficulty_class(summary)
+    counts = classes.value_counts().to_dict()
+    head = (f"acquired during the collapse {int(during.sum())} of {int(summary['acquisition_step'].notna().sum())}"
+            f" acquired runs; classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES))
+    column = f"paper_{measure}_is_precursor"
+    hard = summary[(classes == "hard") & summary.get(column, pd.Series(index=summary.index)).notna()]
+    easy = summary[during & summary.get(column, pd.Series(index=summary.index)).notna()]
+    if len(easy) < MIN_RUNS or len(hard) < MIN_RUNS:
+        return claim_row("C6", head, rule=rule, control="the regime C6 speaks of is absent")
+    e, h = easy[column].astype(bool).mean(), hard[column].astype(bool).mean()
+    verdict = ("reproduced" if e <= RATE_LOW and h >= RATE_HIGH else
+               "partly reproduced" if h - e >= PARTLY else "not reproduced")
+    return claim_row("C6", f"{head}; the paper's reading leads in {e:.0%} of those and {h:.0%} of hard runs",
+                     float(h - e), verdict, rule)

@@ -1,0 +1,137 @@
+"""C7: on Pythia (or the offline stand-in), RankMe precedes the hard benchmark's acquisition and no easy
+diagnostic's: the gap table per benchmark and layer, the claim's text, its rule and its verdict.
+
+Reading the stored Pythia runs (:func:`geomcap.results.c7_from_store`) goes through :mod:`geomcap.pythia`, whose
+package also holds the loaders of checkpoints (torch); everything else here reads tables only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from geomcap.analysis.collapse import collapse
+from geomcap.analysis.difficulty import difficulty_class
+from geomcap.analysis.protocol import ACQUISITION_PATIENCE, ACQUISITION_THRESHOLD
+from geomcap.analysis.runs import load_metrics
+from geomcap.analysis.selection import check_layers
+from geomcap.analysis.series import chance_corrected, layer_matrix, tidy_series
+from geomcap.analysis.transition import precursor
+from geomcap.claims.verdicts import bool_share, claim_row
+
+#: the claim this module decides
+CLAIM = "C7"
+#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+RULE = ("reproduced: the hard benchmark is acquired with a precursor (final layer) and no easy benchmark "
+        "has one; partly: the hard one has a precursor but some easy ones do too; not reproduced: the hard "
+        "one is acquired without a precursor; not testable: no Pythia run, or the hard benchmark is never "
+        "acquired")
+
+def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure: str = "rankme",
+              threshold: float = ACQUISITION_THRESHOLD, patience: int = ACQUISITION_PATIENCE) -> pd.DataFrame:
+    """Per benchmark and layer: acquisition, ``measure``'s transition and the precursor gap.
+
+    Acquisition: chance-corrected accuracy ``(acc - chance) / (1 - chance) >
+    threshold`` at ``patience`` consecutive revisions
+    (:func:`geomcap.events.acquisition_step`); transition: where the series
+    leaves its early course, read from step 0 (the paper's reading,
+    :func:`geomcap.events.transition_step`);
+    gap = acquisition - transition (:func:`geomcap.events.precursor`), also in
+    tokens (x the run's tokens per step) and as a fraction of the last step.
+    ``floor_step``: the step of the final layer's minimum after initialisation
+    (:func:`geomcap.events.collapse`), and ``data_class`` the
+    project's data-driven "hard" (:func:`geomcap.results.difficulty_class`); ``standin``: the run is the
+    offline stand-in, not Pythia.
+
+    ``runs``: one row per benchmark (``run``, ``model``, ``task``, ``level``, ``chance``, ``tokens_per_step``;
+    ``standin`` when stored); ``metrics``: their tidy metrics with a ``run`` column.
+    """
+    rows = []
+    for run in runs.itertuples():
+        m = metrics[metrics["run"] == run.run]
+        steps, acc = tidy_series(m, "accuracy")
+        corrected = chance_corrected(acc, run.chance)
+        r_layers, r_steps, values = layer_matrix(m, measure)
+        if not np.array_equal(r_steps, steps):
+            raise ValueError(f"run {run.run}: {measure} and accuracy recorded at different revisions")
+        final = int(r_layers[-1])
+        floor = collapse(steps, values[-1]) if len(steps) >= 2 else None
+        for layer in check_layers(layers, r_layers):
+            p = precursor(steps, values[list(r_layers).index(layer)], corrected, threshold=threshold,
+                          patience=patience)
+            rows.append({
+                "model": run.model, "benchmark": run.task, "level": run.level, "chance": run.chance,
+                "revisions": len(steps), "last_step": int(steps[-1]), "final_accuracy": float(acc[-1]),
+                "best_accuracy": float(np.max(acc)), "acquisition_step": p.acquisition_step,
+                "layer": layer, "final_layer": layer == final, "transition_step": p.measure_step,
+                "gap_steps": p.gap_steps, "gap_checkpoints": p.gap_checkpoints,
+                "gap_tokens": None if p.gap_steps is None else p.gap_steps * int(run.tokens_per_step),
+                "gap_fraction": None if p.gap_steps is None else p.gap_steps / int(steps[-1]),
+                "is_precursor": p.is_precursor, "floor_step": floor.floor_step if floor else None,
+                "standin": isinstance(getattr(run, "standin", None), dict)})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    table["data_class"] = difficulty_class(table).where(table["final_layer"])
+    for column in ("acquisition_step", "transition_step", "gap_steps", "gap_checkpoints", "gap_tokens",
+                   "floor_step"):
+        table[column] = table[column].astype("Int64")
+    return table
+
+
+def c7_verdict(table: pd.DataFrame | None = None) -> dict:
+    """C7's verdict (its rule: :data:`geomcap.results.RULES`) from a gap table (:func:`geomcap.pythia.gap_table`:
+    one row per benchmark and layer, with ``level``, ``final_layer``, ``acquisition_step``, ``is_precursor``,
+    ``gap_checkpoints``), as a claim row whose text counts the hard benchmark's precursors and the easy ones';
+    :func:`geomcap.pythia.claim_c7` words it per benchmark."""
+    if table is None or table.empty:
+        return claim_row("C7", "no Pythia run", rule=RULE)
+    final = table[table["final_layer"].astype(bool)]
+    hard, easy = final[final["level"] == "hard"], final[final["level"] != "hard"]
+    acquired = hard[hard["acquisition_step"].notna()]
+    easy_k, easy_n = bool_share(easy.loc[easy["acquisition_step"].notna(), "is_precursor"])
+    if acquired.empty:
+        return claim_row("C7", f"hard benchmark never acquired; easy precursors {easy_k}/{easy_n}", rule=RULE)
+    k, n = bool_share(acquired["is_precursor"])
+    gap = pd.to_numeric(acquired["gap_checkpoints"], errors="coerce").median()
+    text = f"hard: precursor {k}/{n} (median gap {gap:.0f} checkpoints); easy precursors {easy_k}/{easy_n}"
+    verdict = ("reproduced" if k == n and easy_k == 0 else "partly reproduced" if k > 0 else "not reproduced")
+    return claim_row("C7", text, float(k / n), verdict, RULE)
+
+
+def claim_c7(table: pd.DataFrame) -> dict:
+    """The C7 row of the claims table from a :func:`geomcap.pythia.gap_table`: who was measured (the stand-in is
+    named as such), each hard benchmark's gap at the final layer (or why there is none), and how many easy
+    benchmarks show a precursor; the verdict by :func:`geomcap.results.claim_c7`. The value is the hard gap in
+    steps (NaN when undefined)."""
+    final = table[table["final_layer"]] if len(table) else table
+    if final.empty:
+        return claim_row("C7", "no benchmark selected")
+    model = final["model"].iloc[0]
+    standin = bool(final["standin"].iloc[0]) if "standin" in final else False
+    who = "the offline stand-in (NOT Pythia)" if standin else model
+    hard = final[final["level"] == "hard"]
+    easy = final[final["level"] == "easy"]
+    parts, value = [who + ":"], float("nan")
+    for row in hard.itertuples():
+        if pd.isna(row.acquisition_step):
+            parts.append(f"{row.benchmark} never acquired (best accuracy {row.best_accuracy:.2f}, "
+                         f"chance {row.chance:.2f}), so no gap;")
+        else:
+            parts.append(f"{row.benchmark} gap {row.gap_steps} steps ({row.gap_fraction:.0%} of training);")
+            value = float(row.gap_steps)
+    acquired = easy[easy["acquisition_step"].notna()]
+    parts.append(f"easy benchmarks with a RankMe precursor: {int(acquired['is_precursor'].sum())}/{len(acquired)} "
+                 f"acquired ({len(easy)} selected)")
+    judged = c7_verdict(table)
+    return claim_row("C7", " ".join(parts), value, judged["verdict"], judged["rule"])
+
+
+def c7_from_store(model: str = "standin", root="") -> dict:
+    """The C7 row (:func:`geomcap.pythia.claim_c7`) from the stored metrics of ``model`` at every stored revision, final
+    layer (``root`` "" as in :func:`geomcap.pythia.section_root`: the committed stand-in's by default). Reads
+    only; imports :mod:`geomcap.pythia` (and so torch) when called."""
+    from geomcap import pythia  # the Pythia store's reader lives beside its loaders
+
+    runs = pythia.model_runs(model, "all", root)
+    return claim_c7(gap_table(runs, pythia.select_metrics(load_metrics(runs), "all")))
