@@ -434,6 +434,15 @@ def test_the_claims_table_has_every_claim_c7_included(store_root):
     assert all(results.RULES[row["claim"]] == row["rule"] for row in rows if row["rule"])
 
 
+def test_pythia_difficulty_cutoffs_are_read_in_the_models_revision_steps():
+    from geomcap import config
+
+    assert results.REFERENCE_STEPS == config.DEFAULT_LEVEL_STEPS["hard"]
+    assert results.revision_cutoffs(results.REFERENCE_STEPS) == (results.EASY_MAX_STEP, results.HARD_MIN_STEP)
+    easy, hard = results.revision_cutoffs(143_000)
+    assert easy == pytest.approx(143_000 * results.EASY_MAX_STEP / results.REFERENCE_STEPS) and hard > easy
+
+
 def test_not_acquired_table_diagnoses_memorised_and_underfit():
     import pandas as pd
     summary = pd.DataFrame({

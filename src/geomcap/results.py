@@ -60,7 +60,7 @@ from geomcap.claims.c5 import (
 from geomcap.claims.c6 import (
     acquired_during_collapse, claim_c6)
 from geomcap.claims.c7 import (
-    c7_from_store, c7_verdict as claim_c7)
+    REFERENCE_STEPS, c7_from_store, c7_verdict as claim_c7, revision_cutoffs)
 from geomcap.claims.c8 import (
     MIN_SIZE_RATIO, RHO_PARTLY, check_one_run_per_key, claim_c8, proxy_pairs, size_ratio, timing_concordance,
     trajectory_correlation)
@@ -87,7 +87,7 @@ __all__ = [
     "claim_c4", "claim_c5", "acquired_during_collapse", "claim_c6", "claim_c7", "claim_c8", "paper_vs_ours",
     "glue_values", "verdict_table", "findings_markdown", "size_ratio", "CONTROLS", "load_arms",
     "analyse_claims", "claims_from_analysis", "task_claims_from_store", "EFFECT_COLUMNS", "claim_effects",
-    "book_table", "claim_rows", "claims_from_store", "c7_from_store",
+    "book_table", "claim_rows", "claims_from_store", "c7_from_store", "revision_cutoffs", "REFERENCE_STEPS",
 ]
 
 

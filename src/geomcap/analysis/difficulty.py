@@ -23,7 +23,7 @@ EASY_MAX_STEP = COLLAPSE_WINDOW
 DIFFICULTY_CLASSES = ("easy", "intermediate", "hard", "not acquired")
 
 
-def difficulty_class(summary: pd.DataFrame) -> pd.Series:
+def difficulty_class(summary: pd.DataFrame, easy_max_step=EASY_MAX_STEP, hard_min_step=HARD_MIN_STEP) -> pd.Series:
     """Hard vs easy from behaviour alone, never from RankMe (claim C6's rule, stated here once).
 
     * ``easy``: acquired within the collapse window (acquisition step <=
@@ -43,6 +43,9 @@ def difficulty_class(summary: pd.DataFrame) -> pd.Series:
     summary : DataFrame
         Columns ``acquisition_step`` and ``plateau_fraction`` (e.g.
         :func:`summary_table`).
+    easy_max_step, hard_min_step : number or Series (indexed like ``summary``)
+        The step cut-offs, for runs whose steps are on another scale than
+        the grid's (Pythia's revisions: :func:`geomcap.results.revision_cutoffs`).
 
     Returns
     -------
@@ -52,8 +55,8 @@ def difficulty_class(summary: pd.DataFrame) -> pd.Series:
     plateau = (pd.to_numeric(summary["plateau_fraction"], errors="coerce") if "plateau_fraction" in summary
                else pd.Series(np.nan, index=summary.index))
     cls = pd.Series("intermediate", index=summary.index)
-    cls[acq <= EASY_MAX_STEP] = "easy"
-    cls[(acq > HARD_MIN_STEP) & (plateau >= HARD_MIN_PLATEAU)] = "hard"
+    cls[acq <= easy_max_step] = "easy"
+    cls[(acq > hard_min_step) & (plateau >= HARD_MIN_PLATEAU)] = "hard"
     cls[acq.isna()] = "not acquired"
     return cls
 

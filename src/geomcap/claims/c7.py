@@ -10,14 +10,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from geomcap.analysis.acquisition import plateau_fraction
 from geomcap.analysis.collapse import collapse
-from geomcap.analysis.difficulty import difficulty_class
+from geomcap.analysis.difficulty import EASY_MAX_STEP, HARD_MIN_STEP, difficulty_class
 from geomcap.analysis.protocol import ACQUISITION_PATIENCE, ACQUISITION_THRESHOLD
 from geomcap.analysis.runs import load_metrics
 from geomcap.analysis.selection import check_layers
 from geomcap.analysis.series import chance_corrected, layer_matrix, tidy_series
 from geomcap.analysis.transition import precursor
 from geomcap.claims.verdicts import bool_share, claim_row
+from geomcap.config import DEFAULT_LEVEL_STEPS
 
 #: the claim this module decides
 CLAIM = "C7"
@@ -26,6 +28,21 @@ RULE = ("reproduced: the hard benchmark is acquired with a precursor (final laye
         "has one; partly: the hard one has a precursor but some easy ones do too; not reproduced: the hard "
         "one is acquired without a precursor; not testable: no Pythia run, or the hard benchmark is never "
         "acquired")
+
+#: the step budget the protocol's difficulty cut-offs (:data:`geomcap.results.EASY_MAX_STEP`,
+#: :data:`geomcap.results.HARD_MIN_STEP`) were set against: the grid's longest, its hard levels'
+REFERENCE_STEPS = DEFAULT_LEVEL_STEPS["hard"]
+
+
+def revision_cutoffs(training_steps) -> tuple:
+    """The difficulty cut-offs for a model trained ``training_steps`` steps (a number, or a Series per row),
+    in its revision steps: the protocol's (:data:`geomcap.results.EASY_MAX_STEP`,
+    :data:`geomcap.results.HARD_MIN_STEP`) at the same share of its training as on the grid's longest runs
+    (:data:`geomcap.results.REFERENCE_STEPS`). The stand-in (8,000 steps) reads exactly the grid's 300 and 500; Pythia
+    (143,000 steps) 5,362.5 and 8,937.5. Returns ``(easy_max_step, hard_min_step)``."""
+    share = training_steps / REFERENCE_STEPS
+    return EASY_MAX_STEP * share, HARD_MIN_STEP * share
+
 
 def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure: str = "rankme",
               threshold: float = ACQUISITION_THRESHOLD, patience: int = ACQUISITION_PATIENCE) -> pd.DataFrame:
@@ -39,12 +56,15 @@ def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure
     gap = acquisition - transition (:func:`geomcap.events.precursor`), also in
     tokens (x the run's tokens per step) and as a fraction of the last step.
     ``floor_step``: the step of the final layer's minimum after initialisation
-    (:func:`geomcap.events.collapse`), and ``data_class`` the
-    project's data-driven "hard" (:func:`geomcap.results.difficulty_class`); ``standin``: the run is the
-    offline stand-in, not Pythia.
+    (:func:`geomcap.events.collapse`); ``plateau_fraction``: the share of the steps before acquisition (of
+    the record when never acquired) at which the chance-corrected accuracy sat at chance
+    (:func:`geomcap.events.plateau_fraction`); ``data_class`` (final layer): the project's difficulty from
+    behaviour alone (:func:`geomcap.results.difficulty_class`), with its step cut-offs read in the model's
+    revision steps (:func:`geomcap.results.revision_cutoffs` of the run's ``steps``, its training length);
+    ``standin``: the run is the offline stand-in, not Pythia.
 
     ``runs``: one row per benchmark (``run``, ``model``, ``task``, ``level``, ``chance``, ``tokens_per_step``;
-    ``standin`` when stored); ``metrics``: their tidy metrics with a ``run`` column.
+    ``steps`` and ``standin`` when stored); ``metrics``: their tidy metrics with a ``run`` column.
     """
     rows = []
     for run in runs.itertuples():
@@ -56,6 +76,7 @@ def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure
             raise ValueError(f"run {run.run}: {measure} and accuracy recorded at different revisions")
         final = int(r_layers[-1])
         floor = collapse(steps, values[-1]) if len(steps) >= 2 else None
+        training = getattr(run, "steps", None)
         for layer in check_layers(layers, r_layers):
             p = precursor(steps, values[list(r_layers).index(layer)], corrected, threshold=threshold,
                           patience=patience)
@@ -68,11 +89,17 @@ def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure
                 "gap_tokens": None if p.gap_steps is None else p.gap_steps * int(run.tokens_per_step),
                 "gap_fraction": None if p.gap_steps is None else p.gap_steps / int(steps[-1]),
                 "is_precursor": p.is_precursor, "floor_step": floor.floor_step if floor else None,
+                "plateau_fraction": plateau_fraction(steps, corrected, until=p.acquisition_step),
+                # a run's training length; the last revision stored when the runs table does not say
+                "training_steps": int(steps[-1]) if training is None or pd.isna(training) else int(training),
                 "standin": isinstance(getattr(run, "standin", None), dict)})
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    table["data_class"] = difficulty_class(table).where(table["final_layer"])
+    easy_max, hard_min = revision_cutoffs(table["training_steps"])
+    table["data_class"] = difficulty_class(table, easy_max_step=easy_max, hard_min_step=hard_min).where(
+        table["final_layer"])
+    table = table.drop(columns="training_steps")
     for column in ("acquisition_step", "transition_step", "gap_steps", "gap_checkpoints", "gap_tokens",
                    "floor_step"):
         table[column] = table[column].astype("Int64")
