@@ -441,6 +441,19 @@ def test_pythia_difficulty_cutoffs_are_read_in_the_models_revision_steps():
     assert results.revision_cutoffs(results.REFERENCE_STEPS) == (results.EASY_MAX_STEP, results.HARD_MIN_STEP)
     easy, hard = results.revision_cutoffs(143_000)
     assert easy == pytest.approx(143_000 * results.EASY_MAX_STEP / results.REFERENCE_STEPS) and hard > easy
+    # a benchmark at chance until revision 4000, then acquired: hard for a model trained 8,000 steps (after a
+    # plateau over all of the steps before), easy for one trained 143,000 (within its first 5,362.5)
+    from geomcap import pythia
+    steps = np.concatenate([np.arange(20), np.arange(1000, 8001, 500)])
+    acc = np.where(steps < 4000, 0.25, 0.9)
+    rows = [(s, -1, "accuracy", a) for s, a in zip(steps, acc)]
+    rows += [(s, layer, "rankme", 5.0 + layer) for s in steps for layer in (0, 1)]
+    metrics = pd.DataFrame(rows, columns=store.METRIC_COLUMNS).assign(run="r")
+    runs = pd.DataFrame([{"run": "r", "model": "m", "task": "b", "level": "easy", "chance": 0.25,
+                          "tokens_per_step": 1, "steps": 8000}])
+    table = pythia.gap_table(runs, metrics)
+    assert table["plateau_fraction"].iloc[0] == 1.0 and table["data_class"].tolist() == ["hard"]
+    assert pythia.gap_table(runs.assign(steps=143_000), metrics)["data_class"].tolist() == ["easy"]
 
 
 def test_not_acquired_table_diagnoses_memorised_and_underfit():
