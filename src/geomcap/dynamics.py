@@ -42,6 +42,7 @@ import torch
 from scipy.sparse.linalg import LinearOperator, eigsh
 from torch.func import functional_call, grad, vmap
 
+from geomcap import measures
 from geomcap.geometry import effective_rank
 from geomcap.models import answer_loss
 
@@ -283,8 +284,7 @@ LLC_DEFAULTS: dict = {
     "num_init_loss_batches": "epoch",
 }
 
-#: the LLC chains have not levelled off when the absolute ``trace_drift`` is above this
-LLC_DRIFT_TOLERANCE = 0.2
+LLC_DRIFT_TOLERANCE = measures.LLC_DRIFT_TOLERANCE  # defined beside the measures, where a reader of the store finds it
 
 
 @contextmanager

@@ -126,6 +126,9 @@ COSTLY_MEASURES = tuple(dict.fromkeys(m.option for m in MEASURES if m.costly))
 RANKME_VARIANTS = tuple(m.name for m in MEASURES if m.layers == "each" and m.name.startswith("rankme"))
 #: the baselines every precursor is compared with (behaviour, and the parameter norm)
 BEHAVIOURAL_BASELINES = tuple(m.name for m in MEASURES if m.baseline)
+#: the LLC chains have not levelled off when the absolute ``trace_drift`` is above this (the estimator,
+#: :func:`geomcap.dynamics.local_learning_coefficient_of`, flags it; the costly measures' health table counts it)
+LLC_DRIFT_TOLERANCE = 0.2
 #: how config.json spells a costly measure whose name changed: the runs hashed with it keep their names
 CONFIG_SPELLING = {"hessian_top": "hessian"}
 

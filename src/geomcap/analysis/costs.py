@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from geomcap import store
+from geomcap.measures import LLC_DRIFT_TOLERANCE
 from geomcap.analysis.protocol import RUN_KEYS
 from geomcap.analysis.runs import is_missing
 
@@ -45,14 +46,12 @@ def costly_health_table(runs: pd.DataFrame) -> pd.DataFrame:
 
     Columns :data:`COSTLY_HEALTH_COLUMNS`: ``estimates`` (checkpoints with an LLC estimate);
     ``llc_not_flat`` (estimates whose chains had not levelled off: ``|llc_trace_drift|`` above
-    :data:`geomcap.dynamics.LLC_DRIFT_TOLERANCE`) and ``llc_median_drift`` (of ``|drift|``);
+    :data:`geomcap.measures.LLC_DRIFT_TOLERANCE`) and ``llc_median_drift`` (of ``|drift|``);
     ``hessian_max_residual`` (the worst relative Lanczos residual ``||Hv - lambda v|| / lambda``)
     and ``hessian_median_matvecs`` (Hessian-vector products per estimate); ``train_s`` and
     ``costly_s`` (seconds, from status.json) and ``cost_ratio = costly_s / train_s``; ``window``: the
     run's ``costly_window`` as "first-last" (steps), "" without one.
     """
-    from geomcap.dynamics import LLC_DRIFT_TOLERANCE
-
     rows = []
     for row in runs.itertuples():
         if not getattr(row, "measures", None) or not isinstance(row.measures, (list, tuple)):

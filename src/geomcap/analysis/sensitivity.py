@@ -13,6 +13,7 @@ from geomcap import measures, store
 from geomcap.analysis.protocol import RUN_KEYS
 from geomcap.analysis.runs import load_runs
 from geomcap.analysis.table import summary_table
+from geomcap.config import TrainConfig
 
 
 RANKME_VARIANTS = measures.RANKME_VARIANTS
@@ -44,8 +45,7 @@ def training_setting(run) -> str:
     """The settings of a run (a row of :func:`load_runs`) that differ from :class:`geomcap.train.TrainConfig`'s
     defaults for its task, level and steps, as ``"key=value, ..."``; ``"default"`` when none does.
     Only the fields a sweep may set (:data:`geomcap.sweep.SETTABLE_FIELDS`) are compared."""
-    from geomcap.sweep import SETTABLE_FIELDS
-    from geomcap.train import TrainConfig
+    from geomcap.sweep import SETTABLE_FIELDS  # which fields a sweep may set is the sweep's to say
 
     # a namedtuple from itertuples(), or a dict / Series (whose .size is not the preset)
     get = (lambda key: getattr(run, key)) if hasattr(run, "_fields") else run.__getitem__
