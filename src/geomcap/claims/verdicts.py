@@ -20,6 +20,8 @@ VERDICTS = ("reproduced", "reproduced, not specific to learning", "partly reprod
 #: a share at or above this "holds" (C1, C4)
 HOLDS = 0.9
 
+#: a share at or above this is "partly reproduced" (C1, C4; C3 above it), and so is a rate gap of at least
+#: this between C6's hard runs and those acquired during the collapse
 PARTLY = 0.5
 
 #: C5: RankMe's rate must reach the lower end of the paper's (v1: 75-100%; later versions 100%) ...
