@@ -114,6 +114,9 @@ def test_packed_runs_match_runs_trained_alone(tmp_path):
 
 
 def test_packed_run_resumes_and_is_reused(tmp_path, monkeypatch):
+    from geomcap import train as train_module
+
+    monkeypatch.setattr(train_module, "STATE_EVERY_S", 0.0)  # a state at every checkpoint: resumed where cut
     cfgs = _pair_configs()
     full = packed.train_packed(cfgs, outs=[tmp_path / f"full{i}" for i in range(2)], progress=False)
     outs = [tmp_path / f"cut{i}" for i in range(2)]

@@ -172,3 +172,14 @@ def test_files_respect_the_umask(tmp_path, umask, mode):
     assert {p.name for p in run.iterdir()} >= {store.CONFIG_FILE, store.METRICS_FILE, store.STATUS_FILE}
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(mode)}
     assert run.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_appended_metrics_equal_the_metrics_written_whole(tmp_path):
+    rows = [(0, -1, "accuracy", 0.25), (0, 1, "rankme", float("nan")), (8, -1, "accuracy", 0.1 + 0.2)]
+    (tmp_path / "a").mkdir()
+    store.write_metrics(tmp_path / "a", rows[:1])
+    store.append_metrics(tmp_path / "a", rows[1:2])
+    store.append_metrics(tmp_path / "a", [])
+    store.append_metrics(tmp_path / "a", rows[2:])
+    store.write_metrics(tmp_path, rows)
+    assert (tmp_path / "a" / store.METRICS_FILE).read_bytes() == (tmp_path / store.METRICS_FILE).read_bytes()

@@ -260,21 +260,41 @@ def test_kill_minus_9_then_resume_gives_the_same_metrics(tmp_path):
 
 
 def _interrupted_run(run_dir, monkeypatch, cfg, after_checkpoints=3):
-    """Train ``cfg`` into ``run_dir`` and interrupt it (as Ctrl-C would) after a few checkpoints."""
+    """Train ``cfg`` into ``run_dir`` and interrupt it (as Ctrl-C would) after a few checkpoints (the first
+    writes metrics.csv, the next ones append to it)."""
     calls = []
-    write_metrics = store.write_metrics
+    append_metrics = store.append_metrics
 
     def interrupting(*args):
         calls.append(1)
-        if len(calls) == after_checkpoints:
+        if len(calls) == after_checkpoints - 1:
             raise KeyboardInterrupt
-        write_metrics(*args)
+        append_metrics(*args)
 
-    monkeypatch.setattr(store, "write_metrics", interrupting)
+    monkeypatch.setattr(store, "append_metrics", interrupting)
     with pytest.raises(KeyboardInterrupt):
         train(cfg, out=run_dir, progress=False)
-    monkeypatch.setattr(store, "write_metrics", write_metrics)
+    monkeypatch.setattr(store, "append_metrics", append_metrics)
     assert (run_dir / store.STATE_FILE).exists() and not store.is_complete(run_dir)
+
+
+def test_an_interrupted_run_resumes_from_its_last_saved_state_and_measures_the_rest_again(tmp_path, monkeypatch):
+    """metrics.csv gets every checkpoint's rows as they come (appended); the state only now and then
+    (train.STATE_EVERY_S). Interrupted after its state was saved, a run holds more rows than its state; resumed,
+    it measures again from the state's step: the same bytes as an uninterrupted run."""
+    import torch
+
+    from geomcap import train as train_module
+
+    reference = train(small_config(), out=tmp_path / "reference", progress=False)
+    monkeypatch.setattr(train_module, "STATE_EVERY_S", float("inf"))  # the first checkpoint's state only
+    run = tmp_path / "run"
+    _interrupted_run(run, monkeypatch, small_config(), after_checkpoints=6)
+    assert torch.load(run / store.STATE_FILE, weights_only=True)["step"] == 0
+    assert store.last_metrics_step(run) == 4  # checkpoints 0..4 appended, the 6th interrupted
+    train(small_config(), out=run, progress=False)
+    assert (run / store.METRICS_FILE).read_bytes() == (reference / store.METRICS_FILE).read_bytes()
+    assert store.read_status(run)["write_s"] >= 0
 
 
 def test_a_corrupted_state_is_discarded_and_the_run_retrained_identically(tmp_path, monkeypatch):

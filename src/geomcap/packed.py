@@ -60,7 +60,7 @@ from geomcap import store, tasks
 from geomcap.config import TrainConfig, config_checkpoints, learning_rate
 from geomcap.models import ALL_PRESETS, ModelConfig, answer_inputs, autocast, resolve_device
 from geomcap.recorders import CheckpointRecorder
-from geomcap.train import (claim_run_dir, finish, progress_summary, restore_state, save_state, stop_due,
+from geomcap.train import (CheckpointWriter, claim_run_dir, finish, progress_summary, restore_state, stop_due,
                            training_setup, write_config)
 
 ADAM_EPS = 1e-8  # torch.optim.AdamW's default, which train.make_optimizer uses
@@ -189,6 +189,7 @@ class _Run:
     recorder: CheckpointRecorder
     inputs: torch.Tensor          # (n_train, T_pack) right-padded training inputs, on the device
     answers: torch.Tensor         # (n_train, Ta) on the device
+    writer: CheckpointWriter | None = None
     step: int = 0
     stopped: bool = False
 
@@ -225,15 +226,16 @@ def _open_run(cfg: TrainConfig, run_dir: Path, dev, seq_len: int, pack: int, sch
     if step is None:
         write_config(run_dir, cfg, dev, pack=pack)
     run.step = step or 0
+    run.writer = CheckpointWriter(run_dir, run.recorder)
     return run
 
 
 def _checkpoint(run: _Run, save: bool = True) -> dict:
-    """train.train's checkpoint: the run's recorder on its per-run module, then its state and metrics
-    (not with ``save=False``); returns the progress bar's summary."""
+    """train.train's checkpoint: the run's recorder on its per-run module, then its writer (metrics, and the
+    state when due; not with ``save=False``); returns the progress bar's summary."""
     step_rows = run.recorder.update(run.model, run.step)
     if save:
-        save_state(run.run_dir, run.step, run.model, run.optimizer, run.batch_gen, run.recorder)
+        run.writer(run.step, run.model, run.optimizer, run.batch_gen)
     return progress_summary(step_rows)
 
 
@@ -367,4 +369,6 @@ def _train_runs(runs: list, schedule, dev, progress: bool, keep_state: bool, sav
                     store.write_metrics(r.run_dir, r.recorder.rows)
     bar.close()
     for r in runs:
+        if keep_state and save_state and r.writer.saved_step != r.step:
+            r.writer(r.step, r.model, r.optimizer, r.batch_gen, force=True)
         finish(r.run_dir, r.cfg, r.step, schedule, r.recorder, r.model, keep_state)

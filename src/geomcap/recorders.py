@@ -278,7 +278,8 @@ class CheckpointRecorder:
     as devinterp's estimators are called: :meth:`update` at each checkpoint, ``rows`` (step, layer, measure,
     value) so far at any time, :meth:`state` / :meth:`restore` what a run's state.pt keeps of it.
 
-    ``timers`` (seconds): ``train_s`` (the loop adds its own), ``eval_s``, ``geometry_s``, ``costly_s``;
+    ``timers`` (seconds): ``train_s`` (the loop adds its own), ``eval_s``, ``geometry_s``, ``costly_s``,
+    ``write_s`` (the loop's :class:`geomcap.train.CheckpointWriter` adds its own);
     ``carry``: what the costly measures hand from one checkpoint to the next.
     ``geometry_on_device``: the geometry and the probes run where the model is (:func:`evaluate`).
     """
@@ -288,7 +289,7 @@ class CheckpointRecorder:
         self.geometry_on_device = geometry_on_device
         self.at = {when: recorded_at(when, schedule, cfg) for when in RECORDED}  # the checkpoints of each kind
         self.rows: list[tuple[int, int, str, float]] = []
-        self.timers = {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0, "costly_s": 0.0}
+        self.timers = {"train_s": 0.0, "eval_s": 0.0, "geometry_s": 0.0, "costly_s": 0.0, "write_s": 0.0}
         self.carry: dict[str, np.ndarray] = {}
 
     def update(self, model, step: int) -> list[tuple[int, str, float]]:

@@ -270,11 +270,12 @@ def format_value(value: float) -> str:
     return "nan" if math.isnan(value) else repr(value)
 
 
-def metrics_csv_text(rows) -> str:
-    """rows: iterable of (step, layer, measure, value) -> CSV text with a header."""
+def metrics_csv_text(rows, header: bool = True) -> str:
+    """rows: iterable of (step, layer, measure, value) -> CSV text with a header (without: the rows alone)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(METRIC_COLUMNS)
+    if header:
+        writer.writerow(METRIC_COLUMNS)
     for step, layer, measure, value in rows:
         writer.writerow((int(step), int(layer), measure, format_value(value)))
     return buf.getvalue()
@@ -283,6 +284,14 @@ def metrics_csv_text(rows) -> str:
 def write_metrics(run_dir, rows) -> None:
     """``run_dir``/metrics.csv from rows (step, layer, measure, value), atomically (:func:`metrics_csv_text`)."""
     atomic_write_text(Path(run_dir) / METRICS_FILE, metrics_csv_text(rows))
+
+
+def append_metrics(run_dir, rows) -> None:
+    """Append rows (step, layer, measure, value) to ``run_dir``/metrics.csv, which :func:`write_metrics`
+    began, in one write: a checkpoint costs its own rows, not the whole file's. A kill in the middle of it
+    leaves at most a partial last line, which a run resumed from its state.pt rewrites (``write_metrics``)."""
+    with open(Path(run_dir) / METRICS_FILE, "a", encoding="utf-8") as f:
+        f.write(metrics_csv_text(rows, header=False))
 
 
 class StoreWarning(UserWarning):

@@ -4,12 +4,13 @@ A plain PyTorch loop, read top to bottom: the run's data and model (:func:`train
 config's seed, the model initialised under ``torch.manual_seed(seed)``, AdamW, a seeded batch generator),
 then between consecutive checkpoints the optimizer steps (:func:`train_until`: batches drawn from
 pre-generated tensors on the device, :func:`train_step`), at each checkpoint the run's
-:class:`~geomcap.recorders.CheckpointRecorder` (every measure of the registry due there) and the state
-(:func:`save_state`: weights, optimizer, batch generator, metrics), until the last checkpoint or the early
+:class:`~geomcap.recorders.CheckpointRecorder` (every measure of the registry due there) and its
+:class:`CheckpointWriter` (the rows appended to metrics.csv; now and then the state, :func:`save_state`:
+weights, optimizer, batch generator, rows), until the last checkpoint or the early
 stop (:func:`stop_due`); status.json last (:func:`finish`).
 
 A run directory has one writer (:func:`claim_run_dir`); a complete run is reused; an interrupted one
-resumes from its last checkpoint (:func:`restore_state`) and ends with the same metrics as an
+resumes from its last saved state (:func:`restore_state`) and ends with the same metrics as an
 uninterrupted run. :mod:`geomcap.packed` trains several runs as one batched computation with the same
 pieces. The config, its hash and its schedules are :mod:`geomcap.config`'s; what is measured,
 :mod:`geomcap.recorders`'; the names below are importable from here as well (``from geomcap.train import
@@ -45,7 +46,7 @@ from geomcap.recorders import costly_measures, dynamics_examples, evaluate, para
 
 __all__ = ["train", "models_at", "training_setup", "train_until", "train_step", "make_optimizer", "task_data",
            "perturb_weights", "stop_due", "ThreadsWarning", "torch_threads", "prepare_run_dir", "claim_run_dir",
-           "write_config", "restore_state", "save_state", "finish", "task_facts", "write_status",
+           "write_config", "restore_state", "save_state", "CheckpointWriter", "STATE_EVERY_S", "finish", "task_facts", "write_status",
            "progress_summary"]
 
 
@@ -222,16 +223,47 @@ def restore_state(run_dir: Path, model, optimizer, batch_gen, recorder: Checkpoi
                       f"{recorded}: its metrics will not be byte-identical to an uninterrupted run's "
                       f"(pass threads={recorded}, --threads {recorded}, for that)", ThreadsWarning, stacklevel=4)
     recorder.restore(state)
+    store.write_metrics(run_dir, recorder.rows)  # the rows appended after the state was saved are measured again
     return int(state["step"])
 
 
 def save_state(run_dir: Path, step: int, model, optimizer, batch_gen, recorder: CheckpointRecorder) -> None:
-    """state.pt (weights, optimizer, batch generator, step, the recorder's rows, timers and carry), then
-    metrics.csv: what a resumed run continues from."""
+    """state.pt (weights, optimizer, batch generator, step, the recorder's rows, timers and carry): what a
+    resumed run continues from."""
     store.atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                              "batch_gen": batch_gen.get_state(), "step": step, **recorder.state()},
                             run_dir / store.STATE_FILE)
-    store.write_metrics(run_dir, recorder.rows)
+
+
+#: the least wall time (seconds) between two saves of a run's state.pt. metrics.csv receives every
+#: checkpoint's rows as they are measured; the state (the weights, the optimizer and all the rows so far,
+#: which cost more to write than a checkpoint's measures) is saved at the run's first checkpoint, then at
+#: the first checkpoint at least this long after the last save. A run killed or interrupted resumes from it,
+#: measuring the checkpoints after it again: the same metrics, byte for byte, at most this much work lost.
+STATE_EVERY_S = 60.0
+
+
+class CheckpointWriter:
+    """What a run writes at its checkpoints (:meth:`__call__`): the new rows appended to metrics.csv (the
+    whole file written at the first), state.pt at most every :data:`STATE_EVERY_S` seconds
+    (:func:`save_state`), the time spent in the recorder's ``write_s`` timer."""
+
+    def __init__(self, run_dir: Path, recorder: CheckpointRecorder):
+        self.run_dir, self.recorder = run_dir, recorder
+        self.written = len(recorder.rows)  # a resumed run's metrics.csv holds its state's rows (restore_state)
+        self.saved_at: float | None = None  # perf_counter of the last save
+        self.saved_step: int | None = None
+
+    def __call__(self, step: int, model, optimizer, batch_gen, force: bool = False) -> None:
+        """The checkpoint at ``step`` was recorded: write it (and the state when due, or with ``force``)."""
+        t0 = time.perf_counter()
+        rows = self.recorder.rows
+        (store.append_metrics if self.written else store.write_metrics)(self.run_dir, rows[self.written:])
+        self.written = len(rows)
+        if force or self.saved_at is None or t0 - self.saved_at >= STATE_EVERY_S:
+            save_state(self.run_dir, step, model, optimizer, batch_gen, self.recorder)
+            self.saved_at, self.saved_step = t0, step
+        self.recorder.timers["write_s"] += time.perf_counter() - t0
 
 
 def task_facts(data: tasks.TaskData, cfg: TrainConfig) -> dict:
@@ -358,9 +390,11 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
     train_p, train_a = data.train_prompts.to(dev), data.train_answers.to(dev)
     todo = [int(s) for s in schedule if s >= start_step and not (s == start_step and recorder.rows)]
 
+    writer = CheckpointWriter(run_dir, recorder)
+
     def checkpoint(step: int) -> dict:
         step_rows = recorder.update(model, step)
-        save_state(run_dir, step, model, optimizer, batch_gen, recorder)
+        writer(step, model, optimizer, batch_gen)
         return progress_summary(step_rows)
 
     bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress,
@@ -380,6 +414,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
         bar.update(next_ckpt - bar.n)
         bar.set_postfix(checkpoint(step))
     bar.close()
+    if keep_state and writer.saved_step != step:
+        writer(step, model, optimizer, batch_gen, force=True)
     finish(run_dir, cfg, step, schedule, recorder, model, keep_state)
     return run_dir
 
