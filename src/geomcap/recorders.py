@@ -128,7 +128,7 @@ def geometry_rows(hidden, residual, pos: int, labels, seed: int, variants: bool 
 
 # --- behaviour, the parameter norm, and the geometry: one checkpoint's evaluation ---------------------
 
-@torch.no_grad()
+@torch.inference_mode()  # no autograd bookkeeping at all (the states feed closed-form measures only)
 def scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: int = 0, hidden_to="cpu"):
     """Answer logits (N, Ta, V) in float32 on the host, computed ``chunk`` rows at a time.
 
