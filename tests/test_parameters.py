@@ -40,7 +40,7 @@ def test_values_are_normalised(name, value, expected):
     ("tasks", "mod,chess", "parameter tasks: unknown value 'chess'; choose one of: copy, reverse"),
     ("large", "999m", "parameter large: unknown value '999m'; choose one of: 405k"),
     ("steps", "easy:2000,hard:x", "parameter steps: 'x' is not an integer"),
-    ("steps", "easy:0", "parameter steps: steps must be a positive integer, got 0"),
+    ("steps", "easy:0", "parameter steps: must be a positive integer, got 0"),
     ("layers", "deep", "parameter layers: 'deep'"),
     ("root", 3, "parameter root: must be a string, got 3"),
     ("steps", 0, "parameter steps: must be a positive integer, or per level as 'easy:2000,medium:4000,hard:8000'"),
