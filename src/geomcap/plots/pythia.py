@@ -1,0 +1,95 @@
+"""Figures of the Pythia validation (or its offline stand-in): curves per benchmark and the gaps."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from geomcap import events, paper
+from geomcap.plots.style import set_style, _step_axis, _panels, paper_line
+
+
+def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
+    """One panel per benchmark: accuracy (black, left axis; dotted: chance) and ``measure`` at the
+    layers of ``table`` (right axis, one colour per layer) against the revision's training step.
+
+    metrics: tidy table with a ``task`` column (the benchmark), e.g. ``results.load_metrics``;
+    table: :func:`geomcap.pythia.gap_table`. Vertical lines: acquisition (red, solid) and the
+    deepest shown layer's ``measure`` transition (blue, dashed).
+    """
+    import pandas as pd
+
+    set_style()
+    benchmarks = list(dict.fromkeys(table["benchmark"]))
+    fig, axes, used = _panels(len(benchmarks), ncols, 3.5, 2.8)
+    first_twin = None
+    for ax, bench in zip(used, benchmarks):
+        rows = table[table["benchmark"] == bench]
+        m = metrics[metrics["task"] == bench]
+        steps, acc = events.tidy_series(m, "accuracy")
+        ax.plot(steps, acc, color="k", linewidth=1.5, label="accuracy")
+        ax.axhline(rows["chance"].iloc[0], color="0.6", linestyle=":", linewidth=1, label="chance")
+        ax.set_ylim(-0.02, 1.02)
+        twin = ax.twinx()
+        layers, l_steps, values = events.layer_matrix(m, measure)
+        colors = sns.color_palette("viridis", len(rows))
+        for layer, color in zip(rows["layer"], colors):
+            twin.plot(l_steps, values[list(layers).index(layer)], color=color, linewidth=1.1,
+                      label=f"{measure}, layer {layer}")
+        deepest = rows.iloc[-1]
+        if pd.notna(deepest["acquisition_step"]):
+            ax.axvline(int(deepest["acquisition_step"]), color="C3", linewidth=1.2, label="acquisition")
+        if pd.notna(deepest["transition_step"]):
+            ax.axvline(int(deepest["transition_step"]), color="C0", linestyle="--", linewidth=1.2,
+                       label=f"{measure} transition")
+        first_twin = twin if ax is used[0] else first_twin
+        _step_axis(ax, steps)
+        ax.set_title(f"{bench} ({deepest['level']})", fontsize="medium")
+        ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
+        twin.set_ylabel(measure if ax in axes[:, -1] or ax is used[-1] else "")
+        twin.spines["right"].set_visible(True)
+    handles, labels = [], []
+    for a in (used[0], first_twin):
+        h, l = a.get_legend_handles_labels()
+        handles, labels = handles + h, labels + l
+    unique = dict(zip(labels, handles))
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=min(6, len(unique)),
+               bbox_to_anchor=(0.5, 1.03), fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return fig
+
+
+
+def pythia_gaps(table, paper_gap_steps: int = paper.CLAIMS["C7"]["values"]["gap_steps"],
+                paper_last_step: int = paper.CLAIMS["C7"]["values"]["training_steps"]):
+    """The precursor gap (acquisition - transition) of each benchmark as a fraction of the run's
+    training steps, beside the paper's (~49K of Pythia-2.8B's 143K steps on logical deduction).
+    One marker per benchmark and layer of ``table`` (:func:`geomcap.pythia.gap_table`);
+    benchmarks never acquired have no gap and are listed under the axis."""
+    import pandas as pd
+
+    set_style()
+    data = table.assign(gap=pd.to_numeric(table["gap_fraction"], errors="coerce"))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    order = list(dict.fromkeys(data["benchmark"]))
+    shown = data.dropna(subset=["gap"])
+    if len(shown):
+        sns.stripplot(data=shown, x="benchmark", y="gap", hue="level", order=order, jitter=0.15, size=7,
+                      palette={"easy": "C2", "hard": "C3"}, ax=ax)
+    ax.set_xticks(range(len(order)), [name.replace("_", "\n") for name in order], rotation=30, ha="right")
+    ax.set_xlim(-0.5, len(order) - 0.5)
+    ax.axhline(0, color="0.3", linewidth=1)
+    paper_line(ax, paper_gap_steps / paper_last_step,
+               f"paper: ~{paper_gap_steps // 1000}K of {paper_last_step // 1000}K steps (Pythia-2.8B, deduction)")
+    missing = [b for b in order if b not in set(shown["benchmark"])]
+    ax.set_xlabel("no gap (never acquired): " + ", ".join(missing) if missing else "", fontsize="small",
+                  color="0.4")
+    ax.set_ylim(min(-0.1, ax.get_ylim()[0]), max(0.5, ax.get_ylim()[1]))
+    ax.set_ylabel("gap / training steps\n> 0: RankMe leads")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+
+# --- Benchmarks ---
