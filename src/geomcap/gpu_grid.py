@@ -42,6 +42,7 @@ from geomcap.config import DEFAULT_LEVEL_STEPS, TrainConfig, checkpoint_steps, p
 
 H200_BF16_FLOPS = 790e12
 MODES = ("grid", "c8")
+#: the most files a device check writes back (one metrics pack per preset, plus bench.json)
 MAX_FILES = 8
 
 
