@@ -22,16 +22,17 @@ def _target(text: str) -> str:
     return (match.group(1) if match else text).lstrip("~!").removesuffix("()")
 
 
-def _automodules() -> list[tuple[str, set]]:
-    """(module, its options) of every automodule on the API page."""
+def _automodules() -> list[tuple[str, dict]]:
+    """(module, its options: name -> value, "" for a flag) of every automodule on the API page."""
     out, current = [], None
     for line in API.read_text().splitlines():
         match = re.match(r"\.\. automodule:: (\S+)", line.strip())
         if match:
-            current = (match.group(1), set())
+            current = (match.group(1), {})
             out.append(current)
         elif current and re.match(r"\s+:([\w-]+):", line):
-            current[1].add(re.match(r"\s+:([\w-]+):", line).group(1))
+            option = re.match(r"\s+:([\w-]+):(.*)", line)
+            current[1][option.group(1)] = option.group(2).strip()
         elif line.strip() and not line.startswith(" "):
             current = None
     return out
@@ -63,7 +64,8 @@ def _documented() -> tuple[set, list]:
         if "members" not in options:
             continue
         attr_docs = _attr_docs(module)
-        public = getattr(module, "__all__", None)
+        public = ([n.strip() for n in options["members"].split(",")] if options["members"]  # an explicit list
+                  else getattr(module, "__all__", None))
         if public is None:
             public = [n for n, v in vars(module).items() if not n.startswith("_") and (
                 getattr(v, "__module__", None) == modname if inspect.isfunction(v) or inspect.isclass(v)

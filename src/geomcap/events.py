@@ -3,7 +3,7 @@
 
 This module turns recorded series (one value per checkpoint) into the events
 the paper's claims are about, under one analysis protocol whose parameters
-are the constants of :mod:`geomcap.analysis.protocol` (collected in :data:`PROTOCOL`):
+are the constants of :mod:`geomcap.analysis.protocol` (collected in :data:`~geomcap.analysis.protocol.PROTOCOL`):
 
 * :func:`acquisition_step` -- when a capability is acquired (accuracy).
 * :func:`collapse` -- the collapse / floor / recovery of a geometric measure

@@ -3,7 +3,7 @@
 Nanda, Chan, Lieberum, Smith and Steinhardt (2023) trained a one-layer transformer on ``a + b mod 113``
 with 30% of the pairs, full batch, AdamW (lr 1e-3, weight decay 1) and report three phases: memorisation
 (to ~1.4k steps), circuit formation (1.4k-9.4k), cleanup (9.4k-14k, where the test loss falls).
-:data:`NANDA_PHASES` holds their figures, cited as theirs. The runs are geomcap's own
+:data:`~geomcap.grokking.NANDA_PHASES` holds their figures, cited as theirs. The runs are geomcap's own
 (``scripts/grokking_grid.sh``; the model preset ``grok-1l``, the task ``mod`` with one token per number);
 this module reads them: :func:`phase_table` (when each run memorised and generalised, beside Nanda et al.'s
 phases) and :func:`lead_table` (which series moved before the test accuracy jumped, by the protocol's
@@ -92,7 +92,7 @@ def memorisation_step(steps, train_accuracy, level: float = MEMORISED) -> int | 
 
 
 def phase_table(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per run: ``memorised_step`` (train accuracy >= :data:`MEMORISED`), ``acquisition_step`` (the test
+    """Per run: ``memorised_step`` (train accuracy >= :data:`~geomcap.grokking.MEMORISED`), ``acquisition_step`` (the test
     accuracy's, by the protocol's rule), ``generalisation_delay`` (acquisition / memorisation, steps over
     steps), ``test_loss_transition`` (its informative-reading transition), and the final accuracies.
     ``summary``: :func:`geomcap.results.summary_table` rows (``run``, ``seed``, ...); ``metrics``: tidy with

@@ -4,7 +4,7 @@ Each :class:`Measure` says where the measure lives (``layers``: ``"model"``, one
 at layer -1; ``"each"``, one per layer, 0 = embeddings; ``"last"``, at the last layer only), whether
 it is *costly* (recorded only when its ``option`` is in ``TrainConfig.measures``), at which checkpoints
 it is recorded (``recorded``, see :data:`RECORDED`), and how the analysis reads it (``precursor``:
-its transition is compared with acquisition, :data:`geomcap.events.PRECURSOR_MEASURES`; ``baseline``:
+its transition is compared with acquisition, :data:`~geomcap.analysis.protocol.PRECURSOR_MEASURES`; ``baseline``:
 a series every precursor is compared with: behaviour, which moves with behaviour by construction, and the
 parameter norm).
 

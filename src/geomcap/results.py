@@ -11,7 +11,7 @@ The analysis protocol's rules across runs: difficulty from behaviour (:func:`dif
 readings of "precursor" (:func:`precursor_table`, :func:`timing_prediction`), intervals over settings
 (:func:`setting_bootstrap`), C4's baselines and control task (:func:`probe_table`, :func:`selectivity_table`),
 the negative controls (:func:`load_arms`), and one verdict per claim (``claim_c1`` .. ``claim_c8``), each with
-the rule that chose it (:data:`RULES`). Each is defined in one module of :mod:`geomcap.analysis` (reading the
+the rule that chose it (:data:`~geomcap.claims.table.RULES`). Each is defined in one module of :mod:`geomcap.analysis` (reading the
 store) or :mod:`geomcap.claims` (one module per claim); the paper's figures come from :mod:`geomcap.paper`.
 Nothing imported here imports torch, the training loop or the sweep (:func:`section_grid`, which builds a
 notebook's training configs, imports the sweep when it is called).

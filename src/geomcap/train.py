@@ -244,7 +244,7 @@ STATE_EVERY_S = 60.0
 
 
 class CheckpointWriter:
-    """What a run writes at its checkpoints (:meth:`__call__`): the new rows appended to metrics.csv (the
+    """What a run writes at its checkpoints (``__call__``): the new rows appended to metrics.csv (the
     whole file written at the first), state.pt at most every :data:`STATE_EVERY_S` seconds
     (:func:`save_state`), the time spent in the recorder's ``write_s`` timer."""
 
@@ -257,12 +257,12 @@ class CheckpointWriter:
     def __call__(self, step: int, model, optimizer, batch_gen, force: bool = False) -> None:
         """The checkpoint at ``step`` was recorded: write it (and the state when due, or with ``force``)."""
         t0 = time.perf_counter()
+        if force or self.saved_at is None or t0 - self.saved_at >= STATE_EVERY_S:  # first: rows imply a state
+            save_state(self.run_dir, step, model, optimizer, batch_gen, self.recorder)
+            self.saved_at, self.saved_step = t0, step
         rows = self.recorder.rows
         (store.append_metrics if self.written else store.write_metrics)(self.run_dir, rows[self.written:])
         self.written = len(rows)
-        if force or self.saved_at is None or t0 - self.saved_at >= STATE_EVERY_S:
-            save_state(self.run_dir, step, model, optimizer, batch_gen, self.recorder)
-            self.saved_at, self.saved_step = t0, step
         self.recorder.timers["write_s"] += time.perf_counter() - t0
 
 

@@ -137,10 +137,10 @@ def collapse(
         falls back to ``"min"`` when the series never declines).
     window : int or None, keyword-only
         Length of the collapse window in steps (default
-        :data:`COLLAPSE_WINDOW`); None = the whole series.
+        :data:`~geomcap.analysis.protocol.COLLAPSE_WINDOW`); None = the whole series.
     hold : int >= 1, keyword-only
         Checkpoints the recovery level must be held (default
-        :data:`RECOVERY_HOLD`).
+        :data:`~geomcap.analysis.protocol.RECOVERY_HOLD`).
 
     Caveat: if a series first rises *gradually* from a low initial value and
     then falls to a level above its early values (expansion, then partial

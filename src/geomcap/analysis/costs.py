@@ -36,7 +36,7 @@ def geometry_share_text(index: pd.DataFrame, limit: float, dense_steps: int) -> 
     return text
 
 
-#: the columns of :func:`costly_health_table`
+#: the columns of :func:`~geomcap.results.costly_health_table`
 COSTLY_HEALTH_COLUMNS = [*RUN_KEYS, "run", "window", "estimates", "llc_not_flat", "llc_median_drift", "hessian_max_residual",
                          "hessian_median_matvecs", "train_s", "costly_s", "cost_ratio"]
 
@@ -44,7 +44,7 @@ COSTLY_HEALTH_COLUMNS = [*RUN_KEYS, "run", "window", "estimates", "llc_not_flat"
 def costly_health_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run of ``runs`` that recorded the costly measures: how many estimates, how healthy, at what cost.
 
-    Columns :data:`COSTLY_HEALTH_COLUMNS`: ``estimates`` (checkpoints with an LLC estimate);
+    Columns :data:`~geomcap.analysis.costs.COSTLY_HEALTH_COLUMNS`: ``estimates`` (checkpoints with an LLC estimate);
     ``llc_not_flat`` (estimates whose chains had not levelled off: ``|llc_trace_drift|`` above
     :data:`geomcap.measures.LLC_DRIFT_TOLERANCE`) and ``llc_median_drift`` (of ``|drift|``);
     ``hessian_max_residual`` (the worst relative Lanczos residual ``||Hv - lambda v|| / lambda``)

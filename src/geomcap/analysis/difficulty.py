@@ -10,16 +10,16 @@ from geomcap.analysis.protocol import COLLAPSE_WINDOW
 from geomcap.tasks import LEVELS
 
 
-#: difficulty from behaviour alone (:func:`difficulty_class`): hard = acquired after this step ...
+#: difficulty from behaviour alone (:func:`~geomcap.results.difficulty_class`): hard = acquired after this step ...
 HARD_MIN_STEP = 500
 
 #: ... with chance-level accuracy over at least this share of the steps before acquisition
 HARD_MIN_PLATEAU = 0.5
 
-#: easy = acquired within the collapse window (the first :data:`geomcap.events.COLLAPSE_WINDOW` steps)
+#: easy = acquired within the collapse window (the first :data:`~geomcap.analysis.protocol.COLLAPSE_WINDOW` steps)
 EASY_MAX_STEP = COLLAPSE_WINDOW
 
-#: the classes of :func:`difficulty_class`
+#: the classes of :func:`~geomcap.results.difficulty_class`
 DIFFICULTY_CLASSES = ("easy", "intermediate", "hard", "not acquired")
 
 
@@ -27,12 +27,12 @@ def difficulty_class(summary: pd.DataFrame, easy_max_step=EASY_MAX_STEP, hard_mi
     """Hard vs easy from behaviour alone, never from RankMe (claim C6's rule, stated here once).
 
     * ``easy``: acquired within the collapse window (acquisition step <=
-      :data:`EASY_MAX_STEP` = the first 300 steps): the paper's "acquisition
+      :data:`~geomcap.analysis.difficulty.EASY_MAX_STEP` = the first 300 steps): the paper's "acquisition
       during the initial collapse";
-    * ``hard``: acquired after step :data:`HARD_MIN_STEP` (500) *and* after a
+    * ``hard``: acquired after step :data:`~geomcap.analysis.difficulty.HARD_MIN_STEP` (500) *and* after a
       behavioural plateau: chance-corrected accuracy at chance (below
-      :data:`geomcap.events.PLATEAU_LEVEL`) over at least
-      :data:`HARD_MIN_PLATEAU` (half) of the steps before acquisition
+      :data:`~geomcap.analysis.protocol.PLATEAU_LEVEL`) over at least
+      :data:`~geomcap.analysis.difficulty.HARD_MIN_PLATEAU` (half) of the steps before acquisition
       (``plateau_fraction``, :func:`geomcap.events.plateau_fraction`);
     * ``intermediate``: acquired, neither easy nor hard (including tables
       without a ``plateau_fraction`` column, whose runs can never be hard);
@@ -49,7 +49,7 @@ def difficulty_class(summary: pd.DataFrame, easy_max_step=EASY_MAX_STEP, hard_mi
 
     Returns
     -------
-    Series of str, one of :data:`DIFFICULTY_CLASSES`, indexed like ``summary``.
+    Series of str, one of :data:`~geomcap.analysis.difficulty.DIFFICULTY_CLASSES`, indexed like ``summary``.
     """
     acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
     plateau = (pd.to_numeric(summary["plateau_fraction"], errors="coerce") if "plateau_fraction" in summary
@@ -74,9 +74,9 @@ def level_table(summary: pd.DataFrame) -> pd.DataFrame:
     Rows by preset (in ``summary``'s order), task, then level (easy, medium, hard). Columns: ``runs``, ``acquired`` (runs acquired), ``median_acquisition_step``,
     ``median_plateau_fraction`` (over acquired runs), ``hard`` / ``easy`` (runs of
     that :func:`difficulty_class`), ``class`` (the class most of its runs got;
-    ties: the later of :data:`DIFFICULTY_CLASSES`' order easy, intermediate, hard,
+    ties: the later of :data:`~geomcap.analysis.difficulty.DIFFICULTY_CLASSES`' order easy, intermediate, hard,
     not acquired) and ``goal_met`` (acquired in at least
-    :data:`ACQUIRED_SHARE_GOAL` of its runs).
+    :data:`~geomcap.analysis.difficulty.ACQUIRED_SHARE_GOAL` of its runs).
     """
     table = summary.assign(difficulty=difficulty_class(summary),
                            acquisition_step=pd.to_numeric(summary["acquisition_step"], errors="coerce"),
@@ -101,9 +101,9 @@ def level_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def grid_goals(levels: pd.DataFrame, size: str) -> dict:
     """The grid's stated goals on one preset, from :func:`level_table`: ``pairs`` task x levels run,
-    ``pairs_acquired`` (acquired in >= :data:`ACQUIRED_SHARE_GOAL` of their seeds), ``min_seeds``
+    ``pairs_acquired`` (acquired in >= :data:`~geomcap.analysis.difficulty.ACQUIRED_SHARE_GOAL` of their seeds), ``min_seeds``
     (fewest seeds of a pair), ``hard_pairs`` (pairs whose class is hard), ``hard_tasks`` (their tasks)
-    and ``met``: every pair acquired and >= :data:`HARD_TASKS_GOAL` tasks with a hard level."""
+    and ``met``: every pair acquired and >= :data:`~geomcap.analysis.difficulty.HARD_TASKS_GOAL` tasks with a hard level."""
     on = levels[levels["size"] == size]
     hard = on[on["class"] == "hard"]
     tasks = sorted(hard["task"].unique())

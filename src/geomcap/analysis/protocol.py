@@ -1,7 +1,7 @@
 """The analysis protocol: every parameter of every rule, fixed before the data, defined once here.
 
 The event rules (:mod:`geomcap.analysis.collapse`, :mod:`geomcap.analysis.transition`, ...) take these as
-their defaults; :data:`geomcap.events.PROTOCOL` collects them for the methods page and ``geomcap show --json``.
+their defaults; :data:`~geomcap.analysis.protocol.PROTOCOL` collects them for the methods page and ``geomcap show --json``.
 """
 
 from __future__ import annotations

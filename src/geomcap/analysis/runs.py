@@ -19,7 +19,7 @@ def load_runs(root=None, complete_only: bool = True, one_per_setting: bool = Tru
     runs (:func:`geomcap.store.committed_data` ``("runs")``).
 
     ``one_per_setting``: runs that trained the same model and differ only in what they measured
-    (:data:`geomcap.train.MEASUREMENT_ONLY_FIELDS`, e.g. the grid's plain run of a seed and its
+    (:data:`~geomcap.config.MEASUREMENT_ONLY_FIELDS`, e.g. the grid's plain run of a seed and its
     re-run with the costly measures) count once: :func:`one_run_per_setting`. ``filters`` keep
     rows whose column equals the value, or is in it when a list/tuple is given, e.g.
     ``load_runs(task="mod", level=["easy", "hard"])``.
@@ -42,7 +42,7 @@ def load_runs(root=None, complete_only: bool = True, one_per_setting: bool = Tru
 
 def one_run_per_setting(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` (rows of :func:`geomcap.store.list_runs`) with one row per training setting: among
-    runs whose configs agree on every field but :data:`geomcap.train.MEASUREMENT_ONLY_FIELDS`, the
+    runs whose configs agree on every field but :data:`~geomcap.config.MEASUREMENT_ONLY_FIELDS`, the
     one with the most measures is kept; among those, one with a ``costly_window`` (it records the
     costly measures at more checkpoints), then the smallest ``costly_every``, then the first run id.
     Their shared metrics are equal by construction, so dropping the others loses nothing, and a seed

@@ -40,7 +40,7 @@ def _top_down_dict(td: TopDown) -> dict:
 
 def _precursor_reading(metrics, steps, accuracy, present, start, threshold, patience, smooth, min_lead,
                        reading: str) -> dict:
-    """Every series of :data:`PRECURSOR_MEASURES` in the table, read from ``start``: its transition, its
+    """Every series of :data:`~geomcap.analysis.protocol.PRECURSOR_MEASURES` in the table, read from ``start``: its transition, its
     lead over acquisition and over the test loss's transition (see :func:`summarize_run`)."""
     found = {}
     for name, layer in PRECURSOR_MEASURES:
@@ -83,7 +83,7 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = ACQUISITION_TH
                   min_lead: int = MIN_LEAD_CHECKPOINTS, plateau_level: float = PLATEAU_LEVEL) -> dict:
     """Every event of one run, under the analysis protocol, from its tidy metrics table.
 
-    The defaults are the protocol (:data:`PROTOCOL`); the run may have stopped
+    The defaults are the protocol (:data:`~geomcap.analysis.protocol.PROTOCOL`); the run may have stopped
     before its step budget (nothing here reads the budget or where the run
     stopped: every transition is computed causally from its own series).
     Rows whose value is not finite are dropped first and counted
@@ -129,7 +129,7 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = ACQUISITION_TH
         ``reading_start``: where the informative reading starts (:func:`reading_start`);
         ``precursors`` (the informative reading (b), from ``reading_start``) and
         ``paper_precursors`` (the paper's reading (a), from the first checkpoint):
-        for every series of :data:`PRECURSOR_MEASURES` in the table, a dict with
+        for every series of :data:`~geomcap.analysis.protocol.PRECURSOR_MEASURES` in the table, a dict with
         ``measure_step`` (its transition, :func:`transition_step`), ``acquisition_step``,
         ``gap_steps``, ``gap_checkpoints``, ``gap_share`` (gap / acquisition step),
         ``is_precursor`` (gap_checkpoints >= ``min_lead``; None when the run was acquired before the rule
@@ -238,7 +238,7 @@ def _fmt(x, spec: str = ".2f") -> str:
 
 def format_summary(summary: dict) -> str:
     """Human-readable lines for :func:`summarize_run`'s dict, stating the protocol's parameters it used
-    (its ``protocol``; the defaults, :data:`PROTOCOL`, for a dict without one)."""
+    (its ``protocol``; the defaults, :data:`~geomcap.analysis.protocol.PROTOCOL`, for a dict without one)."""
     used = {"threshold": PROTOCOL["acquisition_threshold"], "patience": PROTOCOL["acquisition_patience"],
             "min_lead": MIN_LEAD_CHECKPOINTS, **summary.get("protocol", {})}
     chance = f" (best constant answer {summary['chance']:.3f})" if summary.get("chance") else ""

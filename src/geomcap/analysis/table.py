@@ -25,7 +25,7 @@ def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
     The ``rankme_*`` and ``top_down_*`` columns describe the collapse of the
     measure selected with ``measure=`` (default: the primary ``rankme``).
     ``reading_start``: where the informative reading starts. Per series ``<m>`` of
-    :data:`geomcap.events.PRECURSOR_MEASURES` present, the informative reading (b):
+    :data:`~geomcap.analysis.protocol.PRECURSOR_MEASURES` present, the informative reading (b):
     ``<m>_transition_step``, ``<m>_gap_steps``, ``<m>_gap_checkpoints``, ``<m>_gap_share``,
     ``<m>_is_precursor`` (leads acquisition), ``<m>_leads_test_loss`` and ``<m>_informative``
     (both); and the paper's reading (a), from the first checkpoint, as ``paper_<m>_transition_step``,

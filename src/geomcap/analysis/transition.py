@@ -57,8 +57,8 @@ def transition_step(steps, values, smooth: int = SMOOTH, *, start: int | None = 
     start : int, optional, keyword-only
         First step read (inclusive), e.g. :func:`reading_start`.
     baseline, sigmas, min_change, hold : keyword-only
-        The protocol's constants (:data:`TRANSITION_BASELINE`, :data:`TRANSITION_SIGMAS`,
-        :data:`TRANSITION_MIN_CHANGE`, :data:`TRANSITION_HOLD`).
+        The protocol's constants (:data:`~geomcap.analysis.protocol.TRANSITION_BASELINE`, :data:`~geomcap.analysis.protocol.TRANSITION_SIGMAS`,
+        :data:`~geomcap.analysis.protocol.TRANSITION_MIN_CHANGE`, :data:`~geomcap.analysis.protocol.TRANSITION_HOLD`).
 
     Returns
     -------

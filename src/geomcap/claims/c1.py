@@ -9,7 +9,7 @@ from geomcap.claims.verdicts import CONTROL_MARGIN, HOLDS, PARTLY, bool_share, c
 
 #: the claim this module decides
 CLAIM = "C1"
-#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+#: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = (f"reproduced: ordered in >= {HOLDS:.0%} of acquired runs for uncentred and centred RankMe; "
         f"partly: >= {HOLDS:.0%} for one, or >= {PARTLY:.0%} for both; not reproduced: otherwise; "
         f"not specific to learning: the negative controls collapse and recover in at least the share of "

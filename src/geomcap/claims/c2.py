@@ -12,13 +12,13 @@ from geomcap.claims.verdicts import claim_row
 #: C2: MOD's floor within this relative distance of the paper's ~2.0
 FLOOR_TOLERANCE = 0.25
 
-#: C2's band: MOD's floor within :data:`FLOOR_TOLERANCE` of the paper's ~2.0
+#: C2's band: MOD's floor within :data:`~geomcap.claims.c2.FLOOR_TOLERANCE` of the paper's ~2.0
 FLOOR_BAND = (paper.CLAIMS["C2"]["values"]["mod_floor"] * (1 - FLOOR_TOLERANCE),
               paper.CLAIMS["C2"]["values"]["mod_floor"] * (1 + FLOOR_TOLERANCE))
 
 #: the claim this module decides
 CLAIM = "C2"
-#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+#: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = (f"reproduced: MOD's mean floor within [{FLOOR_BAND[0]:.2f}, {FLOOR_BAND[1]:.2f}] at every size, >= 2 sizes; partly: within "
         "it at some sizes (or at the only size run: size-independence untested); not reproduced: at no size; "
         "not specific to learning: the negative controls' MOD floor is within the same band; not testable: "

@@ -16,7 +16,7 @@ _C3 = paper.CLAIMS["C3"]["values"]
 
 #: the claim this module decides
 CLAIM = "C3"
-#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+#: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = (f"reproduced: >= {_C3['top_down'] / _C3['pairs']:.1%} of the task x size pairs with a defined statistic are top-down "
         f"(the paper's {_C3['top_down']}/{_C3['pairs']}); partly: > {PARTLY:.0%}; not reproduced: <= "
         f"{PARTLY:.0%}; not specific to learning: the negative controls' runs are top-down in at least the "

@@ -22,7 +22,7 @@ SELECTIVITY_MARGIN = PROBE_MARGIN
 
 #: the claim this module decides
 CLAIM = "C4"
-#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+#: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = (f"reproduced: holds in >= {HOLDS:.0%} of runs with checkpoints below 50% (probe > max(first-token "
         f"accuracy, majority rate) + {PROBE_MARGIN} at >= half of them); partly: >= {PARTLY:.0%}; not "
         f"reproduced: otherwise; not specific to learning: the probe's best layer beats its control task by "
@@ -127,7 +127,7 @@ def selectivity_table(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame
 def claim_c4(probes: pd.DataFrame, selectivity: pd.DataFrame | None = None,
              control_probes: pd.DataFrame | None = None) -> dict:
     """C4 from :func:`probe_table`: runs where the probe beats the model's first-token accuracy and the
-    majority rate (plus :data:`PROBE_MARGIN`) at most checkpoints with exact match < 50%; with Hewitt &
+    majority rate (plus :data:`~geomcap.claims.c4.PROBE_MARGIN`) at most checkpoints with exact match < 50%; with Hewitt &
     Liang's control task (``selectivity``: :func:`selectivity_table`) and the negative controls' probes
     (``control_probes``: :func:`probe_table` of the controls)."""
     rule = RULE

@@ -16,7 +16,7 @@ from geomcap.tasks import LEVELS
 
 
 #: the five measures of the paper's precursor comparison (claim C5), in its order: RankMe, then the costly
-#: measures (the series compared within one run are :data:`geomcap.events.PRECURSOR_MEASURES`)
+#: measures (the series compared within one run are :data:`~geomcap.analysis.protocol.PRECURSOR_MEASURES`)
 C5_MEASURES = ("rankme", *measures.COSTLY_MEASURES)
 
 #: the baselines every precursor is compared with (behaviour, and the parameter norm)
@@ -24,7 +24,7 @@ BASELINES = BEHAVIOURAL_BASELINES
 
 #: the claim this module decides
 CLAIM = "C5"
-#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+#: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = (f"reproduced: on >= {MIN_RUNS} hard runs RankMe is informative (leads acquisition and the test "
         f"loss) in >= {RATE_HIGH:.0%}, its timing predicts acquisition (setting-bootstrap CI of rho above 0) "
         "better than every baseline's, and the LLC, recorded on >= "
@@ -37,7 +37,7 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_M
                     reading: str = "informative") -> pd.DataFrame:
     """Per measure and group, one reading of "precursor" over the acquired runs where the measure's
     reading is defined (``reading``: "informative", the protocol's (b), or "paper", (a); see
-    :data:`READINGS`).
+    :data:`~geomcap.analysis.protocol.READINGS`).
 
     Columns: ``runs``; ``precursor`` (the transition leads acquisition by >= 2 checkpoints), ``rate``
     and its setting-bootstrap interval ``rate_low``, ``rate_high``; ``leads_test_loss`` (also leads the
@@ -101,7 +101,7 @@ def timing_prediction(summary: pd.DataFrame, measure: str = "rankme", n_boot: in
 
     Spearman rank correlation, over the acquired runs of ``summary`` (one row per run, e.g.
     :func:`summary_table` or a subset such as one task's seeds) where the transition is defined, of the
-    measure's transition step (``reading``: see :data:`READINGS`) against ``acquisition_step``, with a
+    measure's transition step (``reading``: see :data:`~geomcap.analysis.protocol.READINGS`) against ``acquisition_step``, with a
     :func:`setting_bootstrap` percentile interval (settings resampled, then seeds within them).
 
     Returns

@@ -10,7 +10,7 @@ from geomcap.claims.verdicts import MIN_RUNS, PARTLY, RATE_HIGH, RATE_LOW, claim
 
 #: the claim this module decides
 CLAIM = "C6"
-#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+#: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = (f"not testable: fewer than {MIN_RUNS} runs acquired during the collapse (by RankMe's recovery) or "
         f"{MIN_RUNS} hard runs; reproduced: the paper's reading leads acquisition in <= {RATE_LOW:.0%} of the "
         f"runs acquired during the collapse and >= {RATE_HIGH:.0%} of the hard runs; partly: the hard rate "
@@ -28,7 +28,7 @@ def acquired_during_collapse(summary: pd.DataFrame) -> pd.Series:
 def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     """C6: a precursor on hard runs and none on runs acquired during the collapse (the paper's easy). Read
     with the paper's reading (a) (the informative one starts after the collapse, so it cannot see a lead in
-    a run acquired during it); not testable without at least :data:`MIN_RUNS` runs acquired during the
+    a run acquired during it); not testable without at least :data:`~geomcap.claims.verdicts.MIN_RUNS` runs acquired during the
     collapse."""
     rule = RULE
     during = acquired_during_collapse(summary)

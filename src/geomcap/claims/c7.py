@@ -23,22 +23,22 @@ from geomcap.config import DEFAULT_LEVEL_STEPS
 
 #: the claim this module decides
 CLAIM = "C7"
-#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+#: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = ("reproduced: the hard benchmark is acquired with a precursor (final layer) and no easy benchmark "
         "has one; partly: the hard one has a precursor but some easy ones do too; not reproduced: the hard "
         "one is acquired without a precursor; not testable: no Pythia run, or the hard benchmark is never "
         "acquired")
 
-#: the step budget the protocol's difficulty cut-offs (:data:`geomcap.results.EASY_MAX_STEP`,
-#: :data:`geomcap.results.HARD_MIN_STEP`) were set against: the grid's longest, its hard levels'
+#: the step budget the protocol's difficulty cut-offs (:data:`~geomcap.analysis.difficulty.EASY_MAX_STEP`,
+#: :data:`~geomcap.analysis.difficulty.HARD_MIN_STEP`) were set against: the grid's longest, its hard levels'
 REFERENCE_STEPS = DEFAULT_LEVEL_STEPS["hard"]
 
 
 def revision_cutoffs(training_steps) -> tuple:
     """The difficulty cut-offs for a model trained ``training_steps`` steps (a number, or a Series per row),
-    in its revision steps: the protocol's (:data:`geomcap.results.EASY_MAX_STEP`,
-    :data:`geomcap.results.HARD_MIN_STEP`) at the same share of its training as on the grid's longest runs
-    (:data:`geomcap.results.REFERENCE_STEPS`). The stand-in (8,000 steps) reads exactly the grid's 300 and 500; Pythia
+    in its revision steps: the protocol's (:data:`~geomcap.analysis.difficulty.EASY_MAX_STEP`,
+    :data:`~geomcap.analysis.difficulty.HARD_MIN_STEP`) at the same share of its training as on the grid's longest runs
+    (:data:`~geomcap.claims.c7.REFERENCE_STEPS`). The stand-in (8,000 steps) reads exactly the grid's 300 and 500; Pythia
     (143,000 steps) 5,362.5 and 8,937.5. Returns ``(easy_max_step, hard_min_step)``."""
     share = training_steps / REFERENCE_STEPS
     return EASY_MAX_STEP * share, HARD_MIN_STEP * share
@@ -107,7 +107,7 @@ def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure
 
 
 def c7_verdict(table: pd.DataFrame | None = None) -> dict:
-    """C7's verdict (its rule: :data:`geomcap.results.RULES`) from a gap table (:func:`geomcap.pythia.gap_table`:
+    """C7's verdict (its rule: :data:`~geomcap.claims.table.RULES`) from a gap table (:func:`geomcap.pythia.gap_table`:
     one row per benchmark and layer, with ``level``, ``final_layer``, ``acquisition_step``, ``is_precursor``,
     ``gap_checkpoints``), as a claim row whose text counts the hard benchmark's precursors and the easy ones';
     :func:`geomcap.pythia.claim_c7` words it per benchmark."""

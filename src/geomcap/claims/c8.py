@@ -20,7 +20,7 @@ MIN_SIZE_RATIO = 10
 
 #: the claim this module decides
 CLAIM = "C8"
-#: its verdict rule, in words, from the thresholds it uses (:data:`geomcap.results.RULES` collects every claim's)
+#: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = (f"not testable: no task trained at both presets, or presets less than {MIN_SIZE_RATIO}x apart in "
         f"parameters; reproduced: median Spearman rho over task pairs > {paper.CLAIMS['C8']['values']['rho']}; partly: > {RHO_PARTLY}; "
         "not reproduced: otherwise")
@@ -128,7 +128,7 @@ def claim_c8(correlations: pd.DataFrame, concordance: pd.DataFrame | None = None
              size_ratio: float | None = None) -> dict:
     """C8: the small preset's RankMe trajectory against the large one's (:func:`trajectory_correlation`), with
     the timing concordance; not testable while the presets compared differ by less than
-    :data:`MIN_SIZE_RATIO` in parameters (``size_ratio``)."""
+    :data:`~geomcap.claims.c8.MIN_SIZE_RATIO` in parameters (``size_ratio``)."""
     rho_paper = paper.CLAIMS["C8"]["values"]["rho"]
     rule = RULE
     rho = correlations["spearman"].dropna() if len(correlations) else pd.Series(dtype=float)

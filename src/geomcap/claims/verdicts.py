@@ -1,7 +1,7 @@
 """The verdict words, the thresholds every claim's rule shares, and one row of the paper-vs-ours table.
 
 Each claim's own rule is stated in its module (``RULE``: :mod:`geomcap.claims.c1` .. :mod:`geomcap.claims.c8`);
-the claims table (:mod:`geomcap.claims.table`) collects them in :data:`geomcap.results.RULES`.
+the claims table (:mod:`geomcap.claims.table`) collects them in :data:`~geomcap.claims.table.RULES`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def bool_share(values) -> tuple[int, int]:
 
 def specific(real: float, control: float | None, verdict: str) -> str:
     """The verdict once the controls are read: an effect present in the real runs (``verdict`` reproduced or
-    partly) that the controls show as strongly (within :data:`CONTROL_MARGIN`) is not specific to learning."""
+    partly) that the controls show as strongly (within :data:`~geomcap.claims.verdicts.CONTROL_MARGIN`) is not specific to learning."""
     if verdict in ("reproduced", "partly reproduced") and control is not None and np.isfinite(control) \
             and control >= real - CONTROL_MARGIN:
         return "reproduced, not specific to learning"

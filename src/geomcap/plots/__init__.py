@@ -4,8 +4,8 @@ Every function takes data (a tidy metrics table or arrays), draws on a given
 or new matplotlib Axes, and returns the Figure. Training steps go on a
 symlog axis: the collapse lives in the first few percent of training.
 
-One module per kind of figure: :mod:`~geomcap.plots.style` (colours, axes), :mod:`~geomcap.plots.runs`,
-:mod:`~geomcap.plots.claims`, :mod:`~geomcap.plots.pythia`, :mod:`~geomcap.plots.bench`; every figure is importable
+One module per kind of figure: ``style`` (colours, axes), ``runs``,
+``claims``, ``pythia``, ``bench``; every figure is importable
 from ``geomcap.plots``.
 """
 

@@ -18,7 +18,7 @@ def lead_strips(summary, measures, groups, title: str = "class"):
     """Each measure's lead over acquisition per run, in checkpoints (left, symlog) and as a share of
     the acquisition step (right), one column per measure, coloured by ``groups`` (a Series aligned with
     ``summary``: a difficulty class or a level). Points above 0 lead; the dashed line on the left is the
-    paper's reading (a lead of :data:`geomcap.events.MIN_LEAD_CHECKPOINTS` checkpoints). Measures
+    paper's reading (a lead of :data:`~geomcap.analysis.protocol.MIN_LEAD_CHECKPOINTS` checkpoints). Measures
     without a ``<m>_gap_checkpoints`` column, or without any defined value, are left out; draws nothing
     but the axes (and says so) when none is left."""
     import pandas as pd
