@@ -45,6 +45,19 @@ def _attr_docs(module) -> dict:
     return {name: "\n".join(doc) for (scope, name), doc in analyzer.find_attr_docs().items() if not scope}
 
 
+def _assigned(module) -> set:
+    """The names a module assigns at its top level (its own data, not what it imports)."""
+    import ast
+
+    tree = ast.parse(inspect.getsource(module))
+    names = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
 def _documented() -> tuple[set, list]:
     """The names the API page documents, and (context, docstring) of each documented object."""
     names, docs = set(), []
@@ -70,9 +83,12 @@ def _documented() -> tuple[set, list]:
             public = [n for n, v in vars(module).items() if not n.startswith("_") and (
                 getattr(v, "__module__", None) == modname if inspect.isfunction(v) or inspect.isclass(v)
                 else n in attr_docs)]
+        assigned = _assigned(module)
         for name in public:
             value = getattr(module, name)
-            is_code = inspect.isfunction(value) or inspect.isclass(value)
+            is_code = inspect.isfunction(inspect.unwrap(value)) or inspect.isclass(value)
+            if not is_code and name not in assigned:  # autodoc skips data a module imports (a facade's)
+                continue
             doc = (inspect.getdoc(value) or "") if is_code else attr_docs.get(name, "")
             if not doc and "undoc-members" not in options:
                 continue
