@@ -251,3 +251,60 @@ def test_a_crashed_worker_fails_only_its_own_run(tmp_path):
     assert not store.is_complete(crashed) and (crashed / store.STATE_FILE).exists()
     with store.run_lock(crashed):
         pass
+
+
+def test_a_plan_names_what_exists_what_it_trains_and_how_long(tmp_path):
+    """Before training, a sweep says which runs exist, which it will train, and a projected time from the
+    per-step costs measured on this machine (here: the one run that exists), or that it has none."""
+    from geomcap import sweep
+
+    existing, missing = grid(tasks=["copy"], levels=["easy"], seeds=[0, 1], steps=4, **TINY)
+    done = run_sweep([existing], root=tmp_path / "a", progress=False)[0].run_dir
+    the_plan = sweep.plan([existing, missing], [tmp_path / "a", tmp_path / "b"], workers=2)
+    lines = the_plan.lines()
+    assert lines[0] == f"plan: 2 runs; 1 exist, 1 to train into {tmp_path / 'b'} (2 workers)"
+    assert lines[1].split() == ["exists", "copy/easy", "405k", "seed", "0", str(done)]
+    assert lines[2].split()[:7] == ["train", "copy/easy", "405k", "seed", "1", "4", "steps,"]
+    assert [r.state for r in the_plan.runs] == ["exists", "train"]
+    assert the_plan.runs[1].run_dir.parent == tmp_path / "b"
+    assert "(measured: 1 run on " in lines[3] and lines[3].startswith("  405k: ")
+    assert lines[-1].startswith("projected: ") and the_plan.projected_s() == the_plan.runs[1].seconds > 0
+
+    other = sweep.plan([existing, missing], [tmp_path / "a", tmp_path / "b"], workers=1, cpu="no such CPU")
+    assert other.runs[1].seconds is None and other.projected_s() is None
+    assert "  405k: no measurement of this preset on this machine: not projected" in other.lines()
+    assert other.lines()[-1] == "projected: unknown (no measurement of these presets on this machine)"
+
+
+def test_a_plan_projects_its_runs_on_its_workers():
+    from geomcap import sweep
+
+    cfg = grid(tasks=["copy"], levels=["easy"], steps=4, **TINY)[0]
+    runs = [sweep.PlannedRun(cfg, Path("x"), "train", 4, seconds=s) for s in (3.0, 2.0, 2.0)]
+    assert sweep.Plan(runs, {}, workers=2).projected_s() == 4.0  # 3 on one worker, 2 + 2 on the other
+    assert sweep.Plan(runs, {}, workers=1).projected_s() == 7.0
+    assert sweep.Plan(runs + [sweep.PlannedRun(cfg, Path("y"), "exists", 4)], {}, workers=3).projected_s() == 3.0
+
+
+def test_metrics_tail_reads_the_last_step_and_its_accuracy(tmp_path):
+    from geomcap.sweep import metrics_tail
+
+    assert metrics_tail(tmp_path) == (None, None)
+    store.write_metrics(tmp_path, [(0, -1, "accuracy", 0.25), (0, 1, "rankme", 3.0), (8, -1, "accuracy", 0.5),
+                                   (8, 1, "rankme", 2.0)])
+    assert metrics_tail(tmp_path) == (8, 0.5)
+    with open(tmp_path / store.METRICS_FILE, "a") as f:
+        f.write("9,-1,acc")  # a row being written: not read
+    assert metrics_tail(tmp_path) == (8, 0.5)
+
+
+def test_train_missing_prints_its_plan_then_trains_with_bars(tmp_path, capsys):
+    from geomcap.sweep import train_missing
+
+    configs = grid(tasks=["copy"], levels=["easy"], seeds=[0, 1], steps=4, **TINY)
+    run_sweep(configs[:1], root=tmp_path / "a", progress=False)
+    results = train_missing(configs, [tmp_path / "a", tmp_path / "b"], executor=ThreadPoolExecutor(1))
+    assert [r.config.seed for r in results] == [1] and results[0].ok
+    out, err = capsys.readouterr()
+    assert out.startswith("plan: 2 runs; 1 exist, 1 to train into ")
+    assert "sweep: 1/1 runs" in err and "ETA" in err  # the plan's bar, at its end

@@ -268,7 +268,8 @@ def cmd_sweep(args) -> int:
     """``geomcap sweep``: the grid's runs into the run store; exit 1 if one failed or was skipped."""
     from geomcap.config import parse_steps
     from geomcap.models import resolve_device
-    from geomcap.sweep import grid, parse_settings, run_sweep
+    from geomcap import store
+    from geomcap.sweep import grid, parse_settings, plan, run_sweep
     from geomcap.tasks import LEVELS, TASKS
 
     _check_path(args.root, "--root")
@@ -278,8 +279,12 @@ def cmd_sweep(args) -> int:
                    **parse_settings(args.set))
     resolve_device(args.device)
     _positive("--workers", args.workers), _positive("--pack", args.pack)
+    the_plan = plan(configs, [args.root if args.root is not None else store.default_root()], workers=args.workers,
+                    pack=args.pack)
+    if not args.quiet:  # what it will train, what exists, and for how long, before anything trains
+        print("\n".join(the_plan.lines()), flush=True)
     results = run_sweep(configs, root=args.root, device=args.device, workers=args.workers,
-                        progress=not args.quiet, threads=args.threads, pack=args.pack)
+                        progress=not args.quiet, threads=args.threads, pack=args.pack, plan=the_plan)
     failed = [r for r in results if not r.ok and not r.locked]
     skipped = [r for r in results if r.locked]  # each named in one line as the sweep ran
     print(f"{sum(r.ok for r in results)} runs complete, {len(failed)} failed"
