@@ -77,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--measures", type=SETTINGS["measures"].parser(), default=(), help=SETTINGS["measures"].describe())
     p.add_argument("--pack", type=int, default=None, metavar="K",
                    help="train up to K runs of one preset, steps and batch size as one batched computation "
-                        "per worker (metrics as if trained alone, up to rounding)")
+                        "per worker (metrics as if trained alone, up to rounding); default none, one run per "
+                        "worker: on a 2-core CPU packs are not faster (data/bench/packing-2core.json); "
+                        "packing is meant for a GPU")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a training setting for every run (repeatable): " + ", ".join(
                        f"{name} (default {SETTINGS[name].default_text()})" for name in SETTABLE_FIELDS))
