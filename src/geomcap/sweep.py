@@ -595,13 +595,13 @@ class _Bars:
             if i in self.done or planned is None or planned.state == "exists":
                 continue
             if planned.seconds is None:
-                self.bar.set_postfix_str(" ETA unknown (no measurement)")
+                self.bar.set_postfix_str("ETA unknown (no measurement)")
                 return
             span = max(planned.steps - planned.reached, 1)
             share = min(max(reached.get(i, planned.reached) - planned.reached, 0) / span, 1.0)
             left.append(dataclasses.replace(planned, seconds=planned.seconds * (1 - share)))
         eta = Plan(left, {}, self.workers).projected_s() if left else 0.0
-        self.bar.set_postfix_str(f" ETA ~{_duration(eta)} (projected)")
+        self.bar.set_postfix_str(f"ETA ~{_duration(eta)} (projected)")
 
     def write(self, line: str) -> None:
         self.bar.write(line)
