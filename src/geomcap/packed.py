@@ -311,7 +311,7 @@ def train_packed(configs, outs=None, root=None, device: str = "auto", progress: 
 
     ``outs``: one run directory per config (default: the run store ``root``'s directory for
     its config hash). The configs must share :data:`SHARED_FIELDS`. A complete run is reused,
-    an interrupted one resumes from its last checkpoint (runs at different checkpoints join
+    an interrupted one resumes from its last saved state (runs at different checkpoints join
     the pack when it reaches theirs). ``save_state=False`` writes no state.pt and the metrics only
     at the end (for a single uninterrupted call where rewriting both at every checkpoint would cost
     more than the training: a 151m run's state is ~1.8 GB); such a run cannot resume.

@@ -10,8 +10,9 @@ A run directory holds
 * ``status.json``   -- written last, when the run is complete (wall time,
   throughput, time spent on measures);
 * ``state.pt``      -- while the run is in progress only: the training state
-  (weights, optimizer, data RNG, the metrics so far), so a run killed at any
-  point resumes from its last checkpoint. Removed when the run completes:
+  (weights, optimizer, data RNG, the metrics so far; saved at most once a minute,
+  ``geomcap.train.STATE_EVERY_S``), so a run killed at any point resumes from it,
+  measuring the checkpoints after it again. Removed when the run completes:
   the store keeps metrics, not weights.
 * ``lock``          -- while a process writes the run only: its pid and host
   (:func:`run_lock`). A run directory has one writer at a time; a lock left

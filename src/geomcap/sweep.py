@@ -11,7 +11,7 @@ Executors: anything whose ``submit(fn, *args)`` returns an object with
 training), a ``concurrent.futures.ProcessPoolExecutor``, submitit's
 ``AutoExecutor`` (Slurm) or ``DebugExecutor``, a ``dask.distributed.Client``. Each run is written to the run store under its
 config hash, so a sweep is resumable: finished runs are reused, interrupted
-ones resume from their last checkpoint. A failing run is reported with its
+ones resume from their last saved state. A failing run is reported with its
 error and does not stop the others. :func:`plan` says, before anything trains,
 which runs a sweep will train, which exist, and how long it should take
 (``geomcap sweep`` and a notebook's recompute print it, :func:`train_missing`).

@@ -340,7 +340,8 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
 
     ``out`` is the run directory itself (default: the run store's root / config hash).
     A complete run there with the same config is reused; an interrupted one resumes
-    from its last checkpoint and ends with the same metrics as an uninterrupted run.
+    from its last saved state (:data:`STATE_EVERY_S`) and ends with the same metrics
+    as an uninterrupted run.
 
     ``compile``: run the training steps through ``torch.compile`` (True: the
     default inductor backend; a string names another backend). Evaluation and
