@@ -12,14 +12,13 @@ training), a ``concurrent.futures.ProcessPoolExecutor``, submitit's
 ``AutoExecutor`` (Slurm) or ``DebugExecutor``, a ``dask.distributed.Client``. Each run is written to the run store under its
 config hash, so a sweep is resumable: finished runs are reused, interrupted
 ones resume from their last saved state. A failing run is reported with its
-error and does not stop the others. :func:`plan` says, before anything trains,
+error and does not stop the others. :func:`~geomcap.planning.plan` says, before anything trains,
 which runs a sweep will train, which exist, and how long it should take
 (``geomcap sweep`` and a notebook's recompute print it, :func:`train_missing`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import signal
@@ -32,11 +31,10 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
-
 from geomcap import store
 from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, TrainConfig
 from geomcap.config import parse_steps  # noqa: F401 (sweep.parse_steps: the notebooks' and results')
+from geomcap.planning import Plan, PlannedRun, SweepBars, metrics_tail, plan, step_costs  # noqa: F401 (sweep.plan ...)
 from geomcap.tasks import LEVELS, TASKS
 
 
@@ -144,7 +142,7 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     With ``pack`` = K, runs that share a preset, steps and batch size train in packs of up to K,
     each pack one batched computation in one worker (``geomcap.packed``); a RunResult's
     ``seconds`` is then its pack's wall time. With ``progress``, one bar over the sweep (runs done; with a
-    ``plan`` (:func:`plan`) the ETA its projection gives) and one per run in training (steps, last accuracy).
+    ``plan`` (:func:`~geomcap.planning.plan`) the ETA its projection gives) and one per run in training (steps, last accuracy).
     """
     root = Path(root if root is not None else store.default_root())
     configs = list(configs)
@@ -163,7 +161,7 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     threads = (threads or 1) if own_executor else None
     local = LocalWorkers(workers) if own_executor else None
-    bar = _Bars(configs, root, plan, len(configs) - len(pending), progress)
+    bar = SweepBars(configs, root, plan, len(configs) - len(pending), progress)
     queue = deque(tuple(u) for u in ([[i] for i in pending] if not pack else [
         [pending[j] for j in group] for group in pack_groups([configs[i] for i in pending], pack)]))
     futures = {}
@@ -311,7 +309,7 @@ def _locked_result(cfg: TrainConfig, run_dir: Path, exc: store.RunLockedError) -
 def train_missing(configs, stores, progress: bool = True, **kwargs) -> list[RunResult]:
     """Train the configs that are complete in none of ``stores`` (run store roots) into the last of them,
     with :func:`run_sweep` (``kwargs``: its options); returns their RunResults. A notebook's recompute cell
-    (stores: :func:`geomcap.results.section_stores`). With ``progress``, the plan (:func:`plan`: the runs it
+    (stores: :func:`geomcap.results.section_stores`). With ``progress``, the plan (:func:`~geomcap.planning.plan`: the runs it
     will train, those that exist, the projected time) is printed first, then the sweep's bars."""
     stores = [Path(s) for s in stores]
     if not stores:
@@ -322,297 +320,6 @@ def train_missing(configs, stores, progress: bool = True, **kwargs) -> list[RunR
         print("\n".join(the_plan.lines()), flush=True)
     missing = [r.config for r in the_plan.runs if r.state != "exists"]
     return run_sweep(missing, root=stores[-1], progress=progress, plan=the_plan, **kwargs)
-
-
-# --- the plan of a sweep: what it will train, and for how long ------------------------------------
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """One run of a :class:`Plan`: ``state`` "exists" (complete in a store), "resume" (begun: measured up to
-    step ``reached``) or "train"; ``steps`` the steps it is expected to reach (its budget, or where the runs of
-    the same settings stopped early), ``seconds`` the projected time (None: no measurement for its preset)."""
-    config: TrainConfig
-    run_dir: Path
-    state: str
-    steps: int
-    reached: int = 0
-    seconds: float | None = None
-
-    @property
-    def name(self) -> str:
-        c = self.config
-        return f"{c.task}/{c.level} {c.size} seed {c.seed}"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a sweep will do (:func:`plan`): its runs, the per-preset costs the projection used
-    (preset -> (seconds per step, seconds per checkpoint, where they were measured)), the workers."""
-    runs: list
-    costs: dict
-    workers: int
-    pack: int | None = None
-    root: Path | None = None
-
-    @property
-    def to_train(self) -> list:
-        return [r for r in self.runs if r.state != "exists"]
-
-    def projected_s(self, runs=None) -> float | None:
-        """The projected wall time of ``runs`` (default: those to train) on the plan's workers (each run on
-        one worker, the longest first); None when a run has no projection."""
-        seconds = sorted((r.seconds for r in (self.to_train if runs is None else runs)), key=lambda x: -(x or 0))
-        if any(x is None for x in seconds):
-            return None
-        load = [0.0] * max(1, self.workers)
-        for x in seconds:
-            load[load.index(min(load))] += x
-        return max(load)
-
-    def lines(self) -> list[str]:
-        """The plan as a reader sees it before anything trains: one line per run, then the projection."""
-        todo = self.to_train
-        where = f" into {self.root}" if self.root is not None else ""
-        how = f"{self.workers} worker{'s' if self.workers != 1 else ''}" + (f", packs of {self.pack}" if self.pack
-                                                                             else "")
-        out = [f"plan: {len(self.runs)} runs; {len(self.runs) - len(todo)} exist, {len(todo)} to train{where} "
-               f"({how})"]
-        for r in self.runs:
-            if r.state == "exists":
-                out.append(f"  exists  {r.name:<28} {r.run_dir}")
-                continue
-            verb = f"resume  {r.name:<28} from step {r.reached}," if r.state == "resume" else f"train   {r.name:<28}"
-            steps = (f"~{r.steps} of {r.config.steps} steps (where its other seeds stopped)"
-                     if r.steps < r.config.steps else f"{r.steps} steps")
-            out.append(f"  {verb} {steps}, {_duration(r.seconds) if r.seconds is not None else 'no projection'}")
-        for preset in sorted({r.config.size for r in todo}):
-            cost = self.costs.get(preset)
-            out.append(f"  {preset}: " + (f"{cost[0]:.3f} s per training step, {cost[1]:.2f} s per checkpoint "
-                                          f"(measured: {cost[2]})" if cost else
-                                          "no measurement of this preset on this machine: not projected"))
-        if any(r.config.measures for r in todo):
-            out.append("  the costly measures (--measures) are not in the projection")
-        known = [r for r in todo if r.seconds is not None]
-        if known:
-            out.append(f"projected: {_duration(self.projected_s(known))} on {how}" + (
-                f", for {len(known)} of the {len(todo)} runs (the others have no measurement)"
-                if len(known) < len(todo) else ""))
-        elif todo:
-            out.append("projected: unknown (no measurement of these presets on this machine)")
-        return out
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
-def _stored_runs(roots) -> list[tuple[dict, dict]]:
-    """(config.json, status.json) of every complete run under ``roots`` (unreadable ones left out)."""
-    found = []
-    for root in roots:
-        root = Path(root)
-        if not root.is_dir():
-            continue
-        for run_dir in root.iterdir():
-            try:
-                config, status = store.read_config(run_dir, required=()), store.read_status(run_dir)
-            except (ValueError, FileNotFoundError, NotADirectoryError):
-                continue
-            if status and status.get("complete"):
-                found.append((config, status))
-    return found
-
-
-def _bench_costs(cpu: str) -> dict:
-    """preset -> (s per step, s per checkpoint, source) from the benchmarks in data/bench (``geomcap bench``'s
-    ``geometry`` part) made on a CPU named ``cpu``."""
-    import json
-
-    costs = {}
-    try:
-        files = sorted(store.committed_data("bench").glob("*.json"))
-    except FileNotFoundError:
-        return costs
-    for path in files:
-        try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        machine = result.get("machine") or {}
-        if machine.get("cpu_model") != cpu or machine.get("device") != "cpu" or machine.get("torch_threads") != 1:
-            continue
-        for row in (result.get("geometry") or {}).get("presets", []):
-            costs.setdefault(row["preset"], (row["ms_per_step"] / 1000, row["eval_s"],
-                                             f"data/bench/{path.name} on {cpu}"))
-    return costs
-
-
-def step_costs(stored, cpu: str | None = None) -> dict:
-    """preset -> (seconds per training step, seconds per checkpoint, where measured) on this machine: the
-    medians over the complete runs in ``stored`` (``_stored_runs``) that config.json says were trained on
-    a CPU of this model (``cpu``, default :func:`geomcap.store.cpu_model`), one torch thread, without costly
-    measures; else the benchmarks in data/bench made on it (``_bench_costs``)."""
-    import statistics
-
-    cpu = cpu or store.cpu_model()
-    per: dict = {}
-    for config, status in stored:
-        prov = config.get("provenance") or {}
-        if (prov.get("cpu_model") != cpu or prov.get("device") != "cpu" or prov.get("threads") != 1
-                or config.get("measures") or not status.get("checkpoints")):
-            continue
-        steps = status.get("stopped_at") or config.get("steps")
-        measuring = status.get("eval_s", 0) + status.get("write_s", 0)
-        per.setdefault(config["size"], []).append((status["train_s"] / max(steps, 1),
-                                                   measuring / status["checkpoints"]))
-    costs = _bench_costs(cpu)
-    for preset, pairs in per.items():
-        costs[preset] = (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs),
-                         f"{len(pairs)} run{'s' if len(pairs) != 1 else ''} on {cpu}")
-    return costs
-
-
-def _same_settings(config: dict) -> tuple:
-    """A run's settings but its seed (and provenance): runs alike but for the seed stop alike."""
-    return tuple(sorted((k, str(v)) for k, v in config.items() if k not in ("seed", "provenance", "perturb_seed")))
-
-
-def plan(configs, stores, workers: int | None = None, pack: int | None = None, cpu: str | None = None) -> Plan:
-    """The plan of training ``configs`` into the last of ``stores`` (a run complete in any store exists): per
-    run, whether it exists, resumes or trains, the steps it is expected to reach (the median stop of complete
-    runs of the same settings in the stores and the committed data/runs, else its budget) and a projected
-    time from measured costs of its preset on this machine (:func:`step_costs`: the runs' per-step and
-    per-checkpoint seconds; None where there is no measurement). Reads the stores; trains nothing."""
-    import statistics
-
-    from geomcap.config import checkpoint_steps
-
-    stores = [Path(s) for s in stores]
-    if not stores:
-        raise ValueError("stores is empty: give at least the run store to train into")
-    roots = list(dict.fromkeys(stores + _committed_runs()))
-    stored = _stored_runs(roots)
-    costs = step_costs(stored, cpu)
-    stops: dict = {}
-    for config, status in stored:
-        stops.setdefault(_same_settings(config), []).append(status.get("stopped_at") or config.get("steps"))
-    runs = []
-    for cfg in configs:
-        dirs = [store.run_dir_for(cfg.to_dict(), s) for s in stores]
-        done = next((d for d in dirs if store.is_complete(d)), None)
-        if done is not None:
-            runs.append(PlannedRun(cfg, done, "exists", cfg.steps))
-            continue
-        like = stops.get(_same_settings(cfg.to_dict()))
-        steps = min(cfg.steps, int(statistics.median(like))) if like else cfg.steps
-        reached = store.last_metrics_step(dirs[-1]) or 0
-        seconds = None
-        if cfg.size in costs:
-            per_step, per_checkpoint, _ = costs[cfg.size]
-            schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
-            left = int(((schedule > reached) & (schedule <= steps)).sum())
-            seconds = float(max(steps - reached, 0) * per_step + left * per_checkpoint)
-        runs.append(PlannedRun(cfg, dirs[-1], "resume" if reached else "train", steps, reached, seconds))
-    return Plan(runs, costs, workers or os.cpu_count() or 1, pack, stores[-1])
-
-
-def _committed_runs() -> list[Path]:
-    try:
-        return [store.committed_data("runs")]
-    except FileNotFoundError:
-        return []
-
-
-def metrics_tail(run_dir) -> tuple[int | None, float | None]:
-    """(the last step, its test accuracy) in a run's metrics.csv, read from the file's end: what a run's
-    progress bar shows while a worker trains it. (None, None) before its first checkpoint."""
-    path = Path(run_dir) / store.METRICS_FILE
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 65536))
-            lines = f.read().decode(errors="replace").split("\n")[1:-1]  # whole lines only
-    except OSError:
-        return None, None
-    step = accuracy = None
-    for line in reversed(lines):
-        fields = line.split(",")
-        if len(fields) != 4 or not fields[0].isdigit():
-            continue
-        step = int(fields[0]) if step is None else step
-        if fields[2] == "accuracy" and fields[1] == "-1":
-            accuracy = float(fields[3])
-            break
-    return step, accuracy
-
-
-class _Bars:
-    """A sweep's bars: one over the plan (runs done, the ETA from the plan's projection) and one per run in
-    training (its steps, its last test accuracy, read from its metrics.csv as its worker writes it)."""
-
-    def __init__(self, configs, root: Path, the_plan: Plan | None, done: int, enabled: bool):
-        self.configs, self.root, self.enabled = configs, root, enabled
-        key = lambda c: store.config_hash(c.to_dict())  # noqa: E731
-        projected = {key(r.config): r for r in the_plan.runs} if the_plan is not None else {}
-        self.planned = [projected.get(key(c)) for c in configs]
-        self.workers = the_plan.workers if the_plan is not None else 1
-        self.done: set[int] = set()
-        self.bar = tqdm(total=len(configs), initial=done, disable=not enabled, unit="run", desc="sweep",
-                        bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed{postfix}")
-        self.run_bars: dict[int, tqdm] = {}
-
-    def start(self, unit) -> None:
-        for i in unit:
-            c = self.configs[i]
-            self.run_bars[i] = tqdm(total=c.steps, disable=not self.enabled, leave=False, unit="step",
-                                    desc=f"  {c.task}/{c.level} {c.size} s{c.seed}", position=len(self.run_bars) + 1)
-
-    def end(self, i: int) -> None:
-        self.done.add(i)
-        bar = self.run_bars.pop(i, None)
-        if bar is not None:
-            bar.close()
-
-    def poll(self) -> None:
-        """Each running run's bar from its metrics.csv; the plan's bar's ETA."""
-        if not self.enabled:
-            return
-        reached = {}
-        for i, bar in self.run_bars.items():
-            step, accuracy = metrics_tail(store.run_dir_for(self.configs[i].to_dict(), self.root))
-            if step is not None:
-                reached[i] = step
-                bar.update(step - bar.n)
-                if accuracy is not None:
-                    bar.set_postfix_str(f"acc {accuracy:.3f}", refresh=False)
-                bar.refresh()
-        left = []
-        for i, planned in enumerate(self.planned):
-            if i in self.done or planned is None or planned.state == "exists":
-                continue
-            if planned.seconds is None:
-                self.bar.set_postfix_str("ETA unknown (no measurement)")
-                return
-            span = max(planned.steps - planned.reached, 1)
-            share = min(max(reached.get(i, planned.reached) - planned.reached, 0) / span, 1.0)
-            left.append(dataclasses.replace(planned, seconds=planned.seconds * (1 - share)))
-        eta = Plan(left, {}, self.workers).projected_s() if left else 0.0
-        self.bar.set_postfix_str(f"ETA ~{_duration(eta)} (projected)")
-
-    def write(self, line: str) -> None:
-        self.bar.write(line)
-
-    def update(self, n: int = 1) -> None:
-        self.bar.update(n)
-
-    def close(self) -> None:
-        for i in list(self.run_bars):
-            self.end(i)
-        self.bar.close()
 
 
 def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
