@@ -37,7 +37,7 @@ def book_table(table: pd.DataFrame, digits: int = 3, index: bool = False):
     return styler.set_table_styles([
         # no max-width: a table wider than the column overflows it (and the book's browser test fails),
         # rather than being squeezed until its words break letter by letter
-        {"selector": "", "props": "font-size: 0.8em; table-layout: auto;"},
+        {"selector": "", "props": "font-size: 0.7em; table-layout: auto;"},
         {"selector": "th, td", "props": "white-space: normal; overflow-wrap: break-word; padding: 0.2em 0.3em;"},
     ])
 
