@@ -302,6 +302,36 @@ def test_cheapest_adequate_llc_and_projected_share():
     assert bench.costly_checkpoint_fraction(costly, 1.0) == pytest.approx(1.0)
 
 
+def _llc_metrics(steps, llc, drift):
+    import pandas as pd
+
+    rows = [(s, -1, "llc", v) for s, v in zip(steps, llc)] + [(s, -1, "llc_trace_drift", d)
+                                                              for s, d in zip(steps, drift)]
+    return pd.DataFrame(rows, columns=["step", "layer", "measure", "value"])
+
+
+def test_llc_setting_agreement_known_answers():
+    """Bias as a share of the reference's excursion, rank agreement, both transitions, health: a series that
+    is the reference plus a constant agrees in rank and transition; one in reverse does not."""
+    steps = np.arange(0, 400, 10)
+    ref_llc = np.where(steps < 200, 5.0 + 0.001 * np.sin(steps), 25.0)  # a jump at step 200: excursion 20
+    ref = _llc_metrics(steps, ref_llc, np.zeros(steps.size))
+    shifted = _llc_metrics(steps, ref_llc + 1.0, np.r_[np.full(10, 0.5), np.zeros(steps.size - 10)])
+    out = bench.llc_setting_agreement(ref, shifted)
+    assert out["steps"] == steps.size and out["excursion"] == pytest.approx(20.0, abs=0.01)
+    assert out["max_bias"] == pytest.approx(1.0 / out["excursion"])
+    assert out["spearman"] == pytest.approx(1.0)
+    assert out["transition"]["reference"] == out["transition"]["other"]
+    assert 200 <= out["transition"]["other"] <= 230  # the jump, after the trailing median's delay
+    assert out["not_flat"] == {"reference": 0.0, "other": pytest.approx(10 / steps.size)}
+    # a series that never moves has no transition, and ranks nothing like the reference
+    flat = _llc_metrics(steps, 5.0 + 0.001 * np.cos(3 * steps), np.zeros(steps.size))
+    out = bench.llc_setting_agreement(ref, flat)
+    assert out["transition"]["other"] is None and out["max_bias"] > 0.9 and abs(out["spearman"]) < 0.5
+    with pytest.raises(ValueError, match="llc rows"):
+        bench.llc_setting_agreement(ref, ref[ref["measure"] != "llc"])
+
+
 def test_llc_calibration_figure_one_line_per_setting():
     import matplotlib.pyplot as plt
 

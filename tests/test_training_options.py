@@ -128,3 +128,38 @@ def test_stop_at_gives_the_prefix_of_the_full_run(tmp_path, one_thread):
     a, b = store.read_metrics(full), store.read_metrics(cut)
     assert b.step.max() == 12 and json.loads((cut / store.STATUS_FILE).read_text())["stopped_at"] == 12
     pd.testing.assert_frame_equal(a[a.step <= 12].reset_index(drop=True), b.reset_index(drop=True))
+
+
+def test_the_llc_settings_default_to_the_estimators_and_enter_the_hash_only_with_the_llc():
+    """``llc_chains`` and ``llc_draws`` are devinterp's chains and draws: at LLC_DEFAULTS' values every
+    committed run keeps its name; a cheaper setting names a new run, but only where the LLC is measured."""
+    from geomcap.dynamics import LLC_DEFAULTS
+
+    default = TrainConfig(task="add", level="hard", measures=("llc",))
+    assert (default.llc_chains, default.llc_draws) == (LLC_DEFAULTS["num_chains"], LLC_DEFAULTS["num_draws"])
+    assert "llc_chains" not in default.to_dict() and "llc_draws" not in default.to_dict()
+    cheap = TrainConfig(task="add", level="hard", measures=("llc",), llc_chains=1, llc_draws=100)
+    assert cheap.to_dict()["llc_chains"] == 1 and TrainConfig.from_dict(cheap.to_dict()).to_dict() == cheap.to_dict()
+    assert store.config_hash(cheap.to_dict()) != store.config_hash(default.to_dict())
+    without = TrainConfig(task="add", level="hard", measures=("hessian_top",), llc_chains=1)
+    assert "llc_chains" not in without.to_dict()
+    with pytest.raises(ValueError, match="llc_draws"):  # all draws would be burn-in
+        TrainConfig(task="add", level="hard", llc_draws=LLC_DEFAULTS["burn_in"])
+
+
+def test_a_run_estimates_the_llc_with_its_chains_and_draws(monkeypatch, tmp_path):
+    from geomcap import dynamics
+
+    seen = []
+    real = dynamics.local_learning_coefficient
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["num_chains"], kwargs["num_draws"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dynamics, "local_learning_coefficient", spy)
+    cfg = TrainConfig(task="add", level="easy", measures=("llc",), costly_every=100, dynamics_size=32,
+                      llc_chains=1, llc_draws=60, **{**TINY, "steps": 4, "dense_steps": 2, "n_linear_checkpoints": 1})
+    metrics = store.read_metrics(train(cfg, out=tmp_path, progress=False))
+    assert seen and set(seen) == {(1, 60)}
+    assert metrics[metrics["measure"] == "llc"]["value"].notna().all()

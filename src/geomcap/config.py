@@ -56,7 +56,8 @@ DEFAULT_LEVEL_STEPS = {"easy": 2000, "medium": 4000, "hard": 8000}
 DEFAULT_LEVEL_STEPS_TEXT = ",".join(f"{level}:{steps}" for level, steps in DEFAULT_LEVEL_STEPS.items())
 #: config fields that choose what is measured, never how the model trains: two runs whose configs
 #: differ only in these trained the same model (``test_costly_measures_leave_the_training_metrics_unchanged``)
-MEASUREMENT_ONLY_FIELDS = ("measures", "costly_every", "dynamics_size", "hessian_warm_start", "costly_window")
+MEASUREMENT_ONLY_FIELDS = ("measures", "costly_every", "dynamics_size", "hessian_warm_start", "costly_window",
+                           "llc_chains", "llc_draws")
 #: negative controls (``TrainConfig.control``): "shuffled_answers" permutes the answers across prompts, in the
 #: training and the test set alike (:func:`geomcap.train.task_data`): the answer marginals, and so the early
 #: loss drop, stay; nothing that generalises can be learnt
@@ -131,6 +132,9 @@ class TrainConfig:
     costly_window: tuple[int, int] | None = setting(None, item=int, length=2, convert=check_window, none="no window",
                                                     help="FIRST,LAST: the costly measures also at every "
                                                          "checkpoint of these steps (e.g. around acquisition)")
+    llc_chains: int = setting(4, "[1, inf)", help="the LLC's SGLD chains (4: geomcap.dynamics.LLC_DEFAULTS)")
+    llc_draws: int = setting(200, "[51, inf)", help="the LLC's SGLD steps per chain, the first 50 a burn-in "
+                                                    "(200: geomcap.dynamics.LLC_DEFAULTS)")
     control: str | None = setting(None, choices=CONTROLS, none="no control",
                                   help="shuffled_answers: the negative control (answers permuted across prompts)")
     schedule: str = setting("cosine", choices=SCHEDULES,
@@ -174,6 +178,9 @@ class TrainConfig:
             d.pop("hessian_warm_start", None)
         if not d["measures"]:  # nor does a window for costly measures that are not taken
             d.pop("costly_window", None)
+        if "llc" not in d["measures"]:  # nor the LLC's chains and draws without the LLC
+            d.pop("llc_chains", None)
+            d.pop("llc_draws", None)
         if not self.perturb:  # nor the seed of a perturbation that is not applied
             d.pop("perturb_seed", None)
         return d
@@ -197,7 +204,7 @@ def legacy_values(task: str, level: str) -> dict:
     return {"answer_order": "msd", "dense_steps": 0, "stop_margin": None, "stop_min_steps": 500,
             "task_params": tasks.level_params(task, level, legacy=True), "hessian_warm_start": False,
             "costly_window": None, "control": None, "schedule": "cosine", "full_batch": False, "stop_at": None,
-            "perturb": 0.0, "perturb_seed": 0}
+            "perturb": 0.0, "perturb_seed": 0, "llc_chains": 4, "llc_draws": 200}
 
 
 def parse_steps(text: str) -> int | dict:

@@ -258,10 +258,12 @@ def hessian_rows(model, prompts, answers, cfg, carry, wanted) -> list:
 
 
 def llc_rows(model, prompts, answers, cfg, carry, wanted) -> list:
-    """``llc`` and ``llc_trace_drift`` (SGLD, :func:`geomcap.dynamics.local_learning_coefficient`)."""
+    """``llc`` and ``llc_trace_drift`` (SGLD, :func:`geomcap.dynamics.local_learning_coefficient`, with the
+    config's ``llc_chains`` and ``llc_draws``)."""
     from geomcap import dynamics
 
-    result = dynamics.local_learning_coefficient(model, prompts, answers, seed=cfg.seed)
+    result = dynamics.local_learning_coefficient(model, prompts, answers, seed=cfg.seed, num_chains=cfg.llc_chains,
+                                                 num_draws=cfg.llc_draws)
     return [(-1, "llc", result["llc_post_burnin"]), (-1, "llc_trace_drift", result["trace_drift"])]
 
 

@@ -32,7 +32,9 @@ the median of several timed repetitions after a warm-up:
   while other processes keep cores busy.
 * ``llc_calibration`` (optional) -- the LLC estimated with fewer SGLD chains and
   draws than ``LLC_DEFAULTS``, at checkpoints of one grid run, over several
-  SGLD seeds: the cost of each setting against its noise and its bias.
+  SGLD seeds: the cost of each setting against its noise and its bias
+  (``benchmarks/llc_settings.py`` then trains a setting on whole grid runs and
+  compares it with their LLC: ``llc_setting_agreement``).
 
 The book build and ``make test`` time the checkout, not the library:
 ``benchmarks/suite_times.py`` records them (``book``, ``make_test``) in a
@@ -61,7 +63,8 @@ from geomcap.bench.step import (GRID_STEPS, PEERS, build_peer, flops_per_token, 
 from geomcap.bench.measures import (COSTLY_PARTS, LLC_CALIBRATION_STEPS, LLC_MAX_BIAS, LLC_MIN_SIGNAL_TO_NOISE,
                                     LLC_SETTINGS, RANKME_D, RANKME_N, cheapest_adequate_llc,
                                     costly_checkpoint_fraction, costly_cost, geometry_cost, llc_calibration,
-                                    llc_settings_table, naive_rankme, rankme_test_matrix, rankme_vs_naive)
+                                    llc_setting_agreement, llc_settings_table, naive_rankme, rankme_test_matrix,
+                                    rankme_vs_naive)
 from geomcap.bench.projections import TARGETS, check_targets, project_grid
 from geomcap.bench.report import (ALL_PARTS, DEFAULT_PARTS, OPTIONAL_PARTS, figures_table, load_results, parse_parts,
                                   parse_sizes, run_bench)
@@ -71,7 +74,7 @@ __all__ = [
     "time_repeats",
     "summarize", "peak_dtype", "matmul_peak", "PEERS", "GRID_STEPS", "flops_per_token",
     "build_peer", "make_train_step", "select_presets", "throughput", "thread_contention", "RANKME_N", "RANKME_D",
-    "COSTLY_PARTS", "LLC_SETTINGS", "LLC_CALIBRATION_STEPS", "llc_calibration", "llc_settings_table",
+    "COSTLY_PARTS", "LLC_SETTINGS", "LLC_CALIBRATION_STEPS", "llc_calibration", "llc_settings_table", "llc_setting_agreement",
     "LLC_MIN_SIGNAL_TO_NOISE", "LLC_MAX_BIAS", "cheapest_adequate_llc", "costly_checkpoint_fraction",
     "geometry_cost", "costly_cost", "naive_rankme", "rankme_test_matrix", "rankme_vs_naive",
     "TARGETS", "check_targets", "project_grid", "DEFAULT_PARTS",

@@ -245,6 +245,44 @@ def cheapest_adequate_llc(settings, min_signal_to_noise: float = LLC_MIN_SIGNAL_
     return min(ok, key=lambda s: s["cost"]) if ok else None
 
 
+def llc_setting_agreement(reference, other, drift_tolerance: float | None = None) -> dict:
+    """How far one run's LLC at a cheaper SGLD setting is from the same run's LLC at the reference setting.
+
+    ``reference``, ``other``: the tidy metrics (step, layer, measure, value) of two runs that trained the
+    same model (configs differing only in :data:`geomcap.config.MEASUREMENT_ONLY_FIELDS`), each with
+    ``llc`` and ``llc_trace_drift``. Read at the steps both estimated. Returns ``steps`` (how many),
+    ``excursion`` (range of the reference), ``max_bias`` (the largest absolute difference, as a share of
+    that excursion), ``spearman`` (rank correlation of the two series), ``transition`` (the
+    :func:`geomcap.analysis.transition.transition_step` of each: what the precursor reading sees, None
+    when the series keeps its course) and ``not_flat`` (share of each run's estimates whose
+    ``|llc_trace_drift|`` is above ``drift_tolerance``, by default
+    :data:`geomcap.measures.LLC_DRIFT_TOLERANCE`).
+    """
+    from geomcap.analysis.series import spearman
+    from geomcap.analysis.transition import transition_step
+    from geomcap.measures import LLC_DRIFT_TOLERANCE
+
+    tolerance = LLC_DRIFT_TOLERANCE if drift_tolerance is None else drift_tolerance
+
+    def series(metrics, name):
+        rows = metrics[metrics["measure"] == name]
+        return rows.groupby("step")["value"].mean().astype(float)
+
+    ref, oth = series(reference, "llc"), series(other, "llc")
+    if ref.empty or oth.empty:
+        raise ValueError("both runs need llc rows (a run trained with measures including llc)")
+    both = ref.index.intersection(oth.index)
+    r, o = ref.loc[both].to_numpy(), oth.loc[both].to_numpy()
+    excursion = float(np.nanmax(r) - np.nanmin(r))
+    steps = both.to_numpy()
+    return {"steps": int(len(both)), "excursion": excursion,
+            "max_bias": float(np.nanmax(np.abs(o - r)) / excursion) if excursion > 0 else float("nan"),
+            "spearman": float(spearman(r, o)),
+            "transition": {"reference": transition_step(steps, r), "other": transition_step(steps, o)},
+            "not_flat": {key: float((series(m, "llc_trace_drift").abs() > tolerance).mean())
+                         for key, m in (("reference", reference), ("other", other))}}
+
+
 def costly_checkpoint_fraction(costly: dict, llc_cost: float) -> float:
     """The time of one costly checkpoint (all the costly measures, the ``costly`` part's
     ``per_costly_checkpoint_s``) if the LLC cost ``llc_cost`` times what it costs now (e.g. a cheaper
