@@ -865,3 +865,25 @@ def test_claim_effects_put_the_real_runs_beside_the_controls():
     from geomcap import plots
     fig = plots.claim_effects_figure(results.claim_effects(analysis))
     assert [ax.get_title() for ax in fig.axes] == ["C1", "C2", "C3", "C4"]
+
+
+def test_measuring_cost_table_known_answers():
+    """Per preset and code: seconds per checkpoint over seconds per step, median and worst; a run without
+    write_s is 'before'; the costly share only over the runs that took the costly measures."""
+    index = pd.DataFrame({
+        "size": ["405k", "405k", "405k", "1.3m"], "measures": ["", "", "llc", ""],
+        # 100 steps in 10 s (0.1 s a step), 50 checkpoints
+        "train_s": [10.0, 10.0, 10.0, 20.0], "trained_steps": [100, 100, 100, 100], "checkpoints": [50, 50, 50, 50],
+        # evaluation without geometry: 5 s -> 0.1 s a checkpoint -> 1 step (the 1.3m run: 0.5 step)
+        "eval_s": [6.0, 11.0, 6.0, 6.0], "geometry_s": [1.0, 1.0, 1.0, 1.0],
+        "write_s": [np.nan, 0.5, 0.5, 0.5], "costly_s": [0.0, 0.0, 30.0, 0.0]})
+    t = results.measuring_cost_table(index).set_index(["size", "code"])
+    before, after = t.loc[("405k", "before")], t.loc[("405k", "after")]
+    assert before["runs"] == 1 and after["runs"] == 2
+    assert before["evaluation (steps) median"] == pytest.approx(1.0)
+    assert after["evaluation (steps) worst"] == pytest.approx(2.0) and after["evaluation (steps) median"] == pytest.approx(1.5)
+    assert after["geometry (steps) median"] == pytest.approx(0.2) and after["writing (steps) median"] == pytest.approx(0.1)
+    assert after["measuring / training worst"] == pytest.approx(1.15)
+    assert after["costly / training median"] == pytest.approx(3.0) and np.isnan(before["costly / training median"])
+    assert t.loc[("1.3m", "after"), "evaluation (steps) median"] == pytest.approx(0.5)
+    assert results.measuring_cost_table(index.iloc[:0]).empty

@@ -35,7 +35,7 @@ from geomcap.analysis.difficulty import (
 from geomcap.analysis.intervals import (
     rate_interval, rate_text, setting_bootstrap, timing_text)
 from geomcap.analysis.costs import (
-    COSTLY_HEALTH_COLUMNS, costly_health_table, costly_resolution_text, geometry_share_text)
+    COSTLY_HEALTH_COLUMNS, costly_health_table, costly_resolution_text, geometry_share_text, measuring_cost_table)
 from geomcap.analysis.sensitivity import (
     RANKME_VARIANTS, sensitivity_table, setting_by_task, setting_claims, setting_runs, setting_table,
     training_setting)
@@ -69,7 +69,7 @@ from geomcap.claims.table import (
     findings_markdown, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
 
 __all__ = [
-    "RUN_KEYS", "load_runs", "one_run_per_setting", "load_metrics", "run_index", "geometry_share_text",
+    "RUN_KEYS", "load_runs", "one_run_per_setting", "load_metrics", "run_index", "geometry_share_text", "measuring_cost_table",
     "COSTLY_HEALTH_COLUMNS", "costly_health_table", "costly_resolution_text", "summary_row", "chance_for",
     "majority_first_token_for", "run_chance", "run_majority_rate", "summary_cache", "summary_table",
     "check_choices", "check_positive_int", "RANKME_VARIANTS", "section_grid", "section_stores",

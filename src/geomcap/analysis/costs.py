@@ -36,6 +36,42 @@ def geometry_share_text(index: pd.DataFrame, limit: float, dense_steps: int) -> 
     return text
 
 
+def measuring_cost_table(index: pd.DataFrame) -> pd.DataFrame:
+    """What measuring cost the runs of :func:`~geomcap.results.run_index`, per preset and code: median and
+    worst over the runs.
+
+    ``code`` is ``before`` for runs whose status.json has no ``write_s`` (trained before checkpoints
+    appended their rows and saved state at most once a minute), ``after`` for the others. Per run,
+    each part of a checkpoint in training steps of that run (``eval_s`` without the geometry,
+    ``geometry_s``, ``write_s``: seconds per checkpoint / seconds per training step) and the whole
+    measuring (evaluation, geometry and writing; the costly measures apart) as a share of the training
+    time; ``costly / training`` over the runs that took the costly measures.
+    Columns: size, code, runs, then ``<part> median`` and ``<part> worst`` for each part.
+    """
+    cols = ["train_s", "eval_s", "geometry_s", "write_s", "checkpoints", "trained_steps"]
+    need = index.dropna(subset=["train_s", "eval_s", "checkpoints"])
+    need = need[(need["train_s"] > 0) & (need["checkpoints"] > 0)]
+    if need.empty:
+        return pd.DataFrame(columns=["size", "code", "runs"])
+    t = need[["size", "costly_s", "measures", *cols]].copy()
+    t["code"] = np.where(t["write_s"].isna(), "before", "after")
+    step_s = t["train_s"] / t["trained_steps"]
+    per_ckpt = lambda seconds: seconds / t["checkpoints"] / step_s  # noqa: E731
+    t["evaluation (steps)"] = per_ckpt(t["eval_s"] - t["geometry_s"].fillna(0))
+    t["geometry (steps)"] = per_ckpt(t["geometry_s"])
+    t["writing (steps)"] = per_ckpt(t["write_s"])
+    t["measuring / training"] = (t["eval_s"] + t["write_s"].fillna(0)) / t["train_s"]
+    t["costly / training"] = np.where(t["measures"].astype(bool), t["costly_s"] / t["train_s"], np.nan)
+    parts = ["evaluation (steps)", "geometry (steps)", "writing (steps)", "measuring / training", "costly / training"]
+    rows = []
+    for (size, code), g in t.groupby(["size", "code"], sort=False):
+        row = {"size": size, "code": code, "runs": len(g)}
+        for part in parts:
+            row[f"{part} median"], row[f"{part} worst"] = g[part].median(), g[part].max()
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 #: the columns of :func:`~geomcap.results.costly_health_table`
 COSTLY_HEALTH_COLUMNS = [*RUN_KEYS, "run", "window", "estimates", "llc_not_flat", "llc_median_drift", "hessian_max_residual",
                          "hessian_median_matvecs", "train_s", "costly_s", "cost_ratio"]

@@ -83,11 +83,17 @@ def load_metrics(runs: pd.DataFrame, measures=None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+#: status.json's timers (seconds), as :func:`run_index` lists them
+TIMERS = ("train_s", "eval_s", "geometry_s", "costly_s", "write_s")
+
+
 def run_index(root=None) -> pd.DataFrame:
     """One row per complete run (every one that trained, so a setting run twice is listed twice):
     task, level, size, seed, steps, measures, wall time and throughput; ``trained_steps`` (the step a run
-    stopped at after acquisition, else ``steps``), its number of checkpoints, and ``geometry_share``
-    (per-checkpoint geometry seconds / training seconds)."""
+    stopped at after acquisition, else ``steps``), its number of checkpoints, ``geometry_share``
+    (per-checkpoint geometry seconds / training seconds), and status.json's timers in seconds (``train_s``,
+    ``eval_s`` with ``geometry_s`` inside it, ``costly_s``, ``write_s``; NaN where a run's code did not time
+    that part: ``write_s`` is timed since checkpoints append their rows)."""
     runs = load_runs(root, one_per_setting=False)
     rows = []
     for row in runs.itertuples():
@@ -97,7 +103,8 @@ def run_index(root=None) -> pd.DataFrame:
                      "measures": ",".join(row.measures), "wall_s": round(wall, 1),
                      "ms_per_step": status.get("ms_per_step"),
                      "trained_steps": status.get("stopped_at") or row.steps,
-                     "checkpoints": status.get("checkpoints"), "geometry_share": status.get("geometry_share")})
+                     "checkpoints": status.get("checkpoints"), "geometry_share": status.get("geometry_share"),
+                     **{k: status.get(k, float("nan")) for k in TIMERS}})
     return pd.DataFrame(rows)
 
 
