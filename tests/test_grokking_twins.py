@@ -98,3 +98,26 @@ def test_grokking_curves_draw_each_seed_and_the_phase_lines():
     fig = plots.grokking_curves({0: run(0), 1: run(1)}, phases, grokking.NANDA_PHASES)
     assert [ax.get_title() for ax in fig.axes] == ["accuracy", "test loss", "parameter norm", "RankMe at '='"]
     assert len(fig.axes[0].lines) == 4 + 3 + 3  # 2 series x 2 seeds, 3 run lines, 3 of Nanda et al.'s
+
+
+def test_twins_text_says_spread_and_shift_and_when_there_is_nothing():
+    text = results.twins_text(_twins(True), measures=("rankme", "llc"))
+    assert text.startswith("add/")
+    assert "rankme rho = 1.00" in text and "llc: no shift to correlate yet (0 runs with both steps)" in text
+    empty = _twins(True).iloc[:0]
+    assert results.twins_text(empty) == "No twin run is in this selection yet."
+    plain = _twins(True)
+    assert results.twins_text(plain[plain["twin"] == 0]) == "No twin run is in this selection yet."
+
+
+def test_twin_acquisition_figure_draws_one_panel_per_setting():
+    import matplotlib.pyplot as plt
+
+    from geomcap import plots
+
+    fig = plots.twin_acquisition(_twins(True))
+    assert len([ax for ax in fig.axes if ax.get_visible()]) == 2
+    plt.close(fig)
+    fig = plots.twin_acquisition(_twins(True).iloc[:0])
+    assert any(t.get_text() == "no twins" for t in fig.axes[0].texts)
+    plt.close(fig)

@@ -42,7 +42,7 @@ from geomcap.analysis.sensitivity import (
 from geomcap.analysis.memorisation import (
     memorisation_table, memorisation_texts)
 from geomcap.analysis.twins import (
-    twin_shift_correlation, twin_spread, twin_table)
+    twin_shift_correlation, twin_spread, twin_table, twins_text)
 from geomcap.analysis.display import (
     book_table)
 from geomcap.claims.verdicts import (
@@ -81,7 +81,7 @@ __all__ = [
     "grid_goals", "setting_bootstrap", "rate_interval", "rate_text", "timing_text", "precursor_table",
     "group_count", "timing_prediction", "memorisation_table", "memorisation_texts", "check_one_run_per_key",
     "proxy_pairs", "trajectory_correlation", "timing_concordance", "twin_table", "twin_spread",
-    "twin_shift_correlation", "VERDICTS", "HOLDS", "PARTLY", "RATE_HIGH", "RATE_LOW", "FLOOR_TOLERANCE",
+    "twin_shift_correlation", "twins_text", "VERDICTS", "HOLDS", "PARTLY", "RATE_HIGH", "RATE_LOW", "FLOOR_TOLERANCE",
     "MIN_RUNS", "RHO_PARTLY", "CONTROL_MARGIN", "MIN_SIZE_RATIO", "SELECTIVITY_MARGIN", "RULES", "claim_row",
     "matched", "collapse_recovers", "claim_c1", "claim_c2", "top_down_share", "claim_c3", "selectivity_table",
     "claim_c4", "claim_c5", "acquired_during_collapse", "claim_c6", "claim_c7", "claim_c8", "paper_vs_ours",

@@ -81,3 +81,33 @@ def twin_shift_correlation(table: pd.DataFrame, measure: str, n_boot: int = 2000
     if boots.size:
         out["ci_low"], out["ci_high"] = (float(np.quantile(boots, q)) for q in ((1 - level) / 2, (1 + level) / 2))
     return out
+
+
+def twins_text(table: pd.DataFrame, measures=("rankme", "test_loss", "train_accuracy")) -> str:
+    """What the twins (:func:`twin_table`) say, for the book: per setting the acquisition step's spread
+    between twins of one seed beside its spread between seeds (:func:`twin_spread`), then, per measure,
+    whether its transition moves with acquisition between twins (:func:`twin_shift_correlation`)."""
+    twins = table[table["twin"] > 0] if len(table) else table
+    if twins.empty:
+        return "No twin run is in this selection yet."
+    parts = []
+    for row in twin_spread(table).itertuples():
+        setting = f"{row.task}/{row.level} {row.size}"
+        if not np.isfinite(row.within_seed_sd):
+            parts.append(f"{setting}: fewer than two acquired runs per seed, no spread yet")
+            continue
+        across = (f", against {row.across_seed_sd:.0f} between the means of its {row.seeds} seeds"
+                  if np.isfinite(row.across_seed_sd) else "")
+        parts.append(f"{setting}: between the runs of one seed (the unperturbed run and its twins, "
+                     f"{row.twins_per_seed:.0f} per seed) acquisition moved by a median range of "
+                     f"{row.within_seed_range:.0f} steps (standard deviation {row.within_seed_sd:.0f}){across}")
+    text = "; ".join(parts) + "."
+    shifts = []
+    for m in measures:
+        c = twin_shift_correlation(table, m)
+        if np.isfinite(c["rho"]):
+            interval = f" (95% CI {c['ci_low']:.2f} to {c['ci_high']:.2f})" if np.isfinite(c["ci_low"]) else ""
+            shifts.append(f"{m} rho = {c['rho']:.2f}{interval} over {c['twins']} runs of {c['seeds']} seeds")
+        else:
+            shifts.append(f"{m}: no shift to correlate yet ({c['twins']} runs with both steps)")
+    return text + " Does a transition move with acquisition between twins? " + "; ".join(shifts) + "."

@@ -39,6 +39,7 @@ from geomcap.plots.claims import (  # noqa: F401
     proxy_trajectories,
     claim_effects_figure,
     acquisition_regime,
+    twin_acquisition,
     grokking_curves,
 )
 from geomcap.plots.pythia import (  # noqa: F401
@@ -76,6 +77,7 @@ __all__ = [
     "layer_collapse_steps",
     "ARM_COLORS",
     "claim_effects_figure",
+    "twin_acquisition",
     "arm_curves",
     "top_down_arms",
     "selectivity_layers",

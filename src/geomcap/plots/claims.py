@@ -227,6 +227,41 @@ def acquisition_regime(summary, classes):
 
 
 
+def twin_acquisition(table, measure: str = "rankme"):
+    """The twins (:func:`geomcap.results.twin_table`): per task x level x size one panel, per seed one column
+    of points: the acquisition step of the unperturbed run (open circle) and of each twin (dots), and
+    ``measure``'s transition step of each (crosses). Twins that never acquired are not drawn; the panel's
+    title counts them."""
+    import pandas as pd
+
+    set_style()
+    groups = list(table.groupby(["task", "level", "size"], sort=False)) if len(table) else []
+    fig, _, axes = _panels(max(1, len(groups)), 3, 4.2, 3.4)
+    column = f"{measure}_transition_step"
+    for ax, ((task, level, size), g) in zip(axes, groups):
+        acq = pd.to_numeric(g["acquisition_step"], errors="coerce")
+        tr = pd.to_numeric(g[column], errors="coerce") if column in g else pd.Series(np.nan, index=g.index)
+        seeds = sorted(g["seed"].unique())
+        x = g["seed"].map({s: i for i, s in enumerate(seeds)}).astype(float) + (g["twin"] - 1.5) * 0.08
+        twin, plain = g["twin"] > 0, g["twin"] == 0
+        ax.scatter(x[plain], acq[plain], s=46, facecolors="none", edgecolors="k", label="acquisition, unperturbed")
+        ax.scatter(x[twin], acq[twin], s=18, color="k", label="acquisition, twin")
+        ax.scatter(x, tr, s=22, marker="x", color=CLASS_COLORS["hard"], label=f"{measure} transition")
+        ax.set_xticks(range(len(seeds)), [f"seed {s}" for s in seeds])
+        ax.set_xlim(-0.6, len(seeds) - 0.4)
+        never = int((acq.isna()).sum())
+        ax.set_title(f"{task}/{level} {size}" + (f" ({never} never acquired)" if never else ""), fontsize="medium")
+        ax.set_ylabel("step")
+    if not groups:
+        _no_run(axes[0], "no twins")
+    handles = _legend_entries(axes)
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize="small",
+                   bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
 def grokking_curves(metrics_by_seed: dict, phases, nanda: dict):
     """The grokking runs' curves on one step axis: train and test accuracy, test loss (log), parameter norm,
     and RankMe of each layer at the answer position, one line style per seed (``metrics_by_seed``: seed ->
