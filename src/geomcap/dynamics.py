@@ -268,6 +268,8 @@ def hessian_top_eigenpair(model, prompts, answers, v0: np.ndarray | None = None,
 # model, so the estimate is localisation-dominated (it tracks
 # n_beta * tr(H) / (2 gamma) more than a true LLC): read it as a relative,
 # fixed-hyperparameter measure.
+#: the LLC's SGLD hyperparameters (see the comment above); a run's ``llc_chains`` and ``llc_draws``
+#: replace ``num_chains`` and ``num_draws``
 LLC_DEFAULTS: dict = {
     "lr": 3e-5,                 # SGLD step epsilon (noise std per step sqrt(lr) ~ 0.0055)
     "localization": 3000.0,     # gamma, pull toward the checkpoint's weights w*
