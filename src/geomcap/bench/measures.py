@@ -253,7 +253,7 @@ def llc_setting_agreement(reference, other, drift_tolerance: float | None = None
     ``llc`` and ``llc_trace_drift``. Read at the steps both estimated. Returns ``steps`` (how many),
     ``excursion`` (range of the reference), ``max_bias`` (the largest absolute difference, as a share of
     that excursion), ``spearman`` (rank correlation of the two series), ``transition`` (the
-    :func:`geomcap.analysis.transition.transition_step` of each: what the precursor reading sees, None
+    :func:`geomcap.events.transition_step` of each: what the precursor reading sees, None
     when the series keeps its course) and ``not_flat`` (share of each run's estimates whose
     ``|llc_trace_drift|`` is above ``drift_tolerance``, by default
     :data:`geomcap.measures.LLC_DRIFT_TOLERANCE`).
