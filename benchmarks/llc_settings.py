@@ -66,7 +66,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    out = {"command": "python benchmarks/llc_settings.py " + " ".join(argv or __import__("sys").argv[1:]),
+    out = {"schema": "llc-settings-1",
+           "command": "python benchmarks/llc_settings.py " + " ".join(argv or __import__("sys").argv[1:]),
            "started_at": started, "machine": machine_info(torch.device("cpu")), "chains": args.chains, "draws": args.draws,
            "runs": []}
     for run in args.runs:

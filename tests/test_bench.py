@@ -344,3 +344,30 @@ def test_llc_calibration_figure_one_line_per_setting():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "100", "200"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["4 x 200", "1 x 100"]
     plt.close(fig)
+
+
+def test_llc_settings_benchmark_retrains_with_the_llc_alone_and_compares(tmp_path):
+    """benchmarks/llc_settings.py on a tiny committed-like run: the same model (measurement-only settings),
+    the cheap series compared with the committed run's LLC, the default's own series equal to it."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "llc_settings.py"
+    spec = importlib.util.spec_from_file_location("llc_settings", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cfg = TrainConfig(task="add", level="easy", steps=2, dense_steps=2, n_linear_checkpoints=1, n_train=256,
+                      n_test=64, probe_size=64, train_eval_size=64, batch_size=32, dynamics_size=32,
+                      measures=("llc",), costly_every=1, llc_chains=2, llc_draws=52)
+    source = train(cfg, out=tmp_path / "source" / "run", progress=False)
+    out = tmp_path / "out.json"
+    assert module.main(["--runs", "run", "--source", str(tmp_path / "source"), "--store", str(tmp_path / "store"),
+                        "--chains", "1", "--draws", "51", "--reference-too", "run", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (run,) = result["runs"]
+    assert result["schema"] == "llc-settings-1" and run["reference"] == "committed"
+    default, cheap = run["llc_alone_default"], run["cheap"]
+    assert (default["chains"], default["draws"], cheap["chains"], cheap["draws"]) == (2, 52, 1, 51)
+    assert default["training_metrics_identical"] and cheap["training_metrics_identical"]
+    assert default["agreement"]["max_bias"] == 0.0 and cheap["agreement"]["steps"] == default["llc_checkpoints"]
+    assert cheap["agreement"]["max_bias"] > 0
+    assert store.read_config(source)["llc_draws"] == 52
