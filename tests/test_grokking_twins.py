@@ -103,7 +103,7 @@ def test_grokking_curves_draw_each_seed_and_the_phase_lines():
 def test_twins_text_says_spread_and_shift_and_when_there_is_nothing():
     text = results.twins_text(_twins(True), measures=("rankme", "llc"))
     assert text.startswith("add/")
-    assert "rankme rho = 1.00" in text and "llc: no shift to correlate yet (0 runs with both steps)" in text
+    assert "rankme rho = 1.00" in text and "llc: no shift to correlate (0 runs with both steps)" in text
     empty = _twins(True).iloc[:0]
     assert results.twins_text(empty) == "No twin run is in this selection yet."
     plain = _twins(True)

@@ -109,5 +109,5 @@ def twins_text(table: pd.DataFrame, measures=("rankme", "test_loss", "train_accu
             interval = f" (95% CI {c['ci_low']:.2f} to {c['ci_high']:.2f})" if np.isfinite(c["ci_low"]) else ""
             shifts.append(f"{m} rho = {c['rho']:.2f}{interval} over {c['twins']} runs of {c['seeds']} seeds")
         else:
-            shifts.append(f"{m}: no shift to correlate yet ({c['twins']} runs with both steps)")
+            shifts.append(f"{m}: no shift to correlate ({c['twins']} runs with both steps)")
     return text + " Does a transition move with acquisition between twins? " + "; ".join(shifts) + "."
