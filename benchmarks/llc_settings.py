@@ -23,10 +23,9 @@ import datetime as dt
 import json
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from geomcap import measures, store
+from geomcap import compare, measures, store
 from geomcap.bench import llc_setting_agreement, machine_info
 from geomcap.train import TrainConfig, train
 
@@ -44,14 +43,11 @@ def timing(run_dir: Path, metrics) -> dict:
 
 
 def same_training(a, b) -> bool:
-    """Do two runs' metrics agree on every measure both record but the costly ones (NaN equal to NaN)? A
-    run trained since the probe control and the parameter norm were added records more measures than
-    the committed runs, so only the common ones are compared; the rows (step, layer) must match."""
-    common = (set(a["measure"]) & set(b["measure"])) - COSTLY_NAMES
-    pick = lambda m: m[m["measure"].isin(common)].set_index(["step", "layer", "measure"])["value"].sort_index()  # noqa: E731
-    left, right = pick(a), pick(b)
-    return bool(left.index.equals(right.index) and np.array_equal(left.to_numpy(float), right.to_numpy(float),
-                                                                    equal_nan=True))
+    """Do two runs' metrics agree on every row both record but the costly measures' (NaN equal to NaN)?
+    :func:`geomcap.compare.compare_metrics` on the rows both hold: a run trained since the probe control and
+    the parameter norm were added records more measures than the committed runs."""
+    training = lambda m: m[~m["measure"].isin(COSTLY_NAMES)]  # noqa: E731
+    return compare.compare_metrics(training(a), training(b))["identical"]
 
 
 def main(argv=None) -> int:
