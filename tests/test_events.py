@@ -797,3 +797,67 @@ def test_precursor_measures_are_the_registry_s():
     assert names == [m.name for m in measures.MEASURES if m.precursor]
     assert dict(events.PRECURSOR_MEASURES)["rankme"] == "final" and dict(events.PRECURSOR_MEASURES)["llc"] == -1
     assert "hessian_top" in names and "hessian_residual" not in names and "accuracy" not in names
+
+
+# --- scoring accuracy on a subset of the test set -------------------------------------------------------------
+
+def test_subsampled_acquisition_whole_set_is_the_rule():
+    """A 'subset' of every example is the whole set: each draw gives acquisition_step's answer."""
+    from geomcap.analysis.acquisition import subsampled_acquisition
+
+    rng = np.random.default_rng(3)
+    steps = np.arange(0, 400, 10)
+    accuracy = rng.integers(0, 101, size=steps.size) / 100
+    sim = subsampled_acquisition(steps, accuracy, n_scored=100, subset_size=100, draws=20)
+    expected = events.acquisition_step(steps, accuracy)
+    assert np.all(np.isnan(sim)) if expected is None else np.all(sim == expected)
+
+
+def test_subsampled_acquisition_matches_the_rule_draw_by_draw():
+    """The vectorised rule gives, for every simulated subset, what acquisition_step gives on it."""
+    from geomcap.analysis.acquisition import subsampled_acquisition
+
+    steps = np.arange(0, 600, 20)
+    accuracy = np.clip(np.linspace(-0.2, 1.1, steps.size), 0, 1)
+    accuracy = np.round(accuracy * 512) / 512
+    chance = 0.1
+    sim = subsampled_acquisition(steps, accuracy, 512, 64, chance=chance, draws=50, seed=7)
+    right = np.random.default_rng(7).hypergeometric(np.round(accuracy * 512).astype(int),
+                                                    512 - np.round(accuracy * 512).astype(int), 64, size=(50, steps.size))
+    for row, got in zip(right, sim):
+        step = events.acquisition_step(steps, events.chance_corrected(row / 64, chance))
+        assert (np.isnan(got) and step is None) or got == step
+
+
+def test_subsampled_acquisition_a_sharp_jump_never_moves():
+    """All wrong, then all right: every subset of any size sees the same jump."""
+    from geomcap.analysis.acquisition import subsampled_acquisition
+
+    steps = np.arange(0, 300, 10)
+    accuracy = (steps >= 150).astype(float)
+    for k in (1, 16, 511):
+        assert np.all(subsampled_acquisition(steps, accuracy, 512, k, draws=30) == 150)
+
+
+def test_subsampled_acquisition_a_curve_at_the_threshold_moves():
+    """Accuracy just above the threshold all along: the whole set acquires at once, small subsets often not."""
+    from geomcap.analysis.acquisition import subsampled_acquisition
+
+    steps = np.arange(0, 300, 10)
+    accuracy = np.full(steps.size, 264 / 512)
+    assert events.acquisition_step(steps, accuracy) == 0
+    sim = subsampled_acquisition(steps, accuracy, 512, 32, draws=200)
+    assert np.mean(sim == 0) < 0.5
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(n_scored=512, subset_size=513), "more than"),
+    (dict(n_scored=512, subset_size=0), "subset_size"),
+    (dict(n_scored=512, subset_size=8, draws=0), "draws"),
+    (dict(n_scored=500, subset_size=8), "not a count"),  # 0.25 * 512 examples, read as out of 500
+])
+def test_subsampled_acquisition_validation(kwargs, message):
+    from geomcap.analysis.acquisition import subsampled_acquisition
+
+    with pytest.raises(ValueError, match=message):
+        subsampled_acquisition([0, 10, 20], [0.25, 0.5, 1.0 / 512], **kwargs)

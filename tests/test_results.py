@@ -887,3 +887,37 @@ def test_measuring_cost_table_known_answers():
     assert after["costly / training median"] == pytest.approx(3.0) and np.isnan(before["costly / training median"])
     assert t.loc[("1.3m", "after"), "evaluation (steps) median"] == pytest.approx(0.5)
     assert results.measuring_cost_table(index.iloc[:0]).empty
+    by_task = results.measuring_cost_table(index.assign(task=["add", "mod", "mod", "add"]), by="task")
+    by_task = by_task.set_index(["task", "code"])
+    assert by_task.loc[("mod", "after"), "runs"] == 2 and by_task.loc[("add", "after"), "runs"] == 1
+    assert by_task.loc[("add", "after"), "evaluation (steps) median"] == pytest.approx(0.5)  # the 1.3m run
+
+
+def test_subset_scoring_table_known_answers(tmp_path):
+    """A sharp jump keeps its step under any subset; a curve that hovers at the threshold does not; a subset as
+    large as the test set is no subset; mod's test set is not n_test."""
+    import json
+
+    from geomcap.analysis.acquisition import run_test_size
+
+    config = {"task": "copy", "level": "easy", "size": "405k", "seed": 0}
+    n = run_test_size(config)
+    steps = np.arange(0, 200, 10)
+    curves = {"jump": (steps >= 100) * 1.0, "hover": np.full(steps.size, np.ceil(0.52 * n) / n)}
+    paths = []
+    for name, accuracy in curves.items():
+        run = tmp_path / name
+        run.mkdir()
+        store.write_metrics(run, [(int(s), -1, "accuracy", float(a)) for s, a in zip(steps, accuracy)])
+        (run / "status.json").write_text(json.dumps({"chance_accuracy": 0.0}))
+        paths.append(str(run))
+    runs = pd.DataFrame({**config, "seed": [0, 1], "run": list(curves), "path": paths})
+    table = results.subset_scoring_table(runs, subset_sizes=(16, n), draws=100).set_index("run")
+    assert table["subset_size"].tolist() == [16, 16] and table["n_scored"].tolist() == [n, n]
+    assert table.loc["jump", ["acquisition_step", "unchanged", "flipped", "shift_p95"]].tolist() == [100, 1.0, 0.0, 0.0]
+    assert table.loc["hover", "acquisition_step"] == 0 and table.loc["hover", "unchanged"] < 0.9
+    summary = results.subset_scoring_summary(table.reset_index()).iloc[0]
+    assert (summary["runs"], summary["acquired"], summary["runs moved"]) == (2, 2, 1)
+    assert summary["worst unchanged"] == table.loc["hover", "unchanged"]
+    mod = {"task": "mod", "level": "hard", "seed": 0, "n_test": 512}
+    assert run_test_size(mod) != 512

@@ -26,7 +26,7 @@ from geomcap.analysis.runs import (
 from geomcap.analysis.selection import (
     check_choices, check_positive_int, section_runs, section_stores)
 from geomcap.analysis.acquisition import (
-    chance_for, majority_first_token_for, run_chance, run_majority_rate)
+    chance_for, majority_first_token_for, run_chance, run_majority_rate, run_test_size, subsampled_acquisition)
 from geomcap.analysis.table import (
     summary_cache, summary_row, summary_table)
 from geomcap.analysis.difficulty import (
@@ -35,7 +35,8 @@ from geomcap.analysis.difficulty import (
 from geomcap.analysis.intervals import (
     rate_interval, rate_text, setting_bootstrap, timing_text)
 from geomcap.analysis.costs import (
-    COSTLY_HEALTH_COLUMNS, costly_health_table, costly_resolution_text, geometry_share_text, measuring_cost_table)
+    COSTLY_HEALTH_COLUMNS, SUBSET_SCORING_COLUMNS, costly_health_table, costly_resolution_text, geometry_share_text,
+    measuring_cost_table, subset_scoring_summary, subset_scoring_table)
 from geomcap.analysis.sensitivity import (
     RANKME_VARIANTS, sensitivity_table, setting_by_task, setting_claims, setting_runs, setting_table,
     training_setting)
@@ -70,6 +71,7 @@ from geomcap.claims.table import (
 
 __all__ = [
     "RUN_KEYS", "load_runs", "one_run_per_setting", "load_metrics", "run_index", "geometry_share_text", "measuring_cost_table",
+    "SUBSET_SCORING_COLUMNS", "subset_scoring_table", "subset_scoring_summary", "run_test_size", "subsampled_acquisition",
     "COSTLY_HEALTH_COLUMNS", "costly_health_table", "costly_resolution_text", "summary_row", "chance_for",
     "majority_first_token_for", "run_chance", "run_majority_rate", "summary_cache", "summary_table",
     "check_choices", "check_positive_int", "RANKME_VARIANTS", "section_grid", "section_stores",

@@ -12,7 +12,7 @@ import numpy as np
 
 from geomcap import store
 from geomcap.analysis.protocol import ACQUISITION_PATIENCE, ACQUISITION_THRESHOLD, PLATEAU_LEVEL
-from geomcap.analysis.series import check_series
+from geomcap.analysis.series import chance_corrected, check_series
 from geomcap.config import TrainConfig
 from geomcap.tasks import chance_accuracy, level_params, task_arrays
 
@@ -55,12 +55,73 @@ def acquisition_step(steps, accuracy, threshold: float = ACQUISITION_THRESHOLD,
     patience = int(patience)
     with np.errstate(invalid="ignore"):
         above = acc > threshold  # NaN > t is False, so NaN breaks a run
-    run = 0
-    for i, ok in enumerate(above):
-        run = run + 1 if ok else 0
-        if run == patience:
-            return int(s[i - patience + 1])
-    return None
+    first = int(_first_sustained(above[None, :], patience)[0])
+    return None if first < 0 else int(s[first])
+
+
+def _first_sustained(above: np.ndarray, patience: int) -> np.ndarray:
+    """Per row of a boolean array of shape (rows, n): the index of the first checkpoint that starts
+    ``patience`` consecutive True values, -1 where none does. Shape (rows,)."""
+    rows, n = above.shape
+    if n < patience:
+        return np.full(rows, -1)
+    count = np.concatenate([np.zeros((rows, 1), dtype=np.int64), np.cumsum(above, axis=1)], axis=1)
+    sustained = (count[:, patience:] - count[:, :-patience]) == patience
+    return np.where(sustained.any(axis=1), sustained.argmax(axis=1), -1)
+
+
+def subsampled_acquisition(steps, accuracy, n_scored: int, subset_size: int, chance: float = 0.0,
+                           draws: int = 200, seed: int = 0, threshold: float = ACQUISITION_THRESHOLD,
+                           patience: int = ACQUISITION_PATIENCE) -> np.ndarray:
+    """The acquisition steps the rule would have given had each checkpoint been scored on ``subset_size``
+    of its ``n_scored`` test examples: ``draws`` simulated subsets.
+
+    A checkpoint that got ``c = accuracy * n_scored`` examples right gets, on a subset of ``subset_size``
+    drawn without replacement, a hypergeometric number right; its accuracy is chance-corrected with the
+    full set's ``chance`` (:func:`~geomcap.events.chance_corrected`) and read by
+    :func:`~geomcap.events.acquisition_step`'s rule. Draws are independent from one checkpoint to the next,
+    where one fixed subset's errors are correlated: the simulation overstates a subset's checkpoint-to-checkpoint
+    noise and understates a lasting bias (a subset easier than the whole set stays easier).
+
+    Parameters
+    ----------
+    steps, accuracy : arrays of shape (n,)
+        A run's checkpoints and its raw test accuracy there (a fraction of ``n_scored``; NaN breaks a run).
+    n_scored : int
+        Test examples each accuracy was computed on.
+    subset_size : int
+        Examples of the simulated subset, in ``[1, n_scored]``; ``n_scored`` gives back
+        :func:`~geomcap.events.acquisition_step`.
+
+    Returns
+    -------
+    array of float, shape (draws,)
+        The acquisition step of each simulated subset, NaN where it never acquires.
+
+    Raises
+    ------
+    ValueError
+        If ``subset_size`` is outside ``[1, n_scored]``, ``draws < 1``, or an accuracy is not a count out of
+        ``n_scored`` (the wrong ``n_scored``).
+    """
+    s, acc = check_series(steps, accuracy, "accuracy")
+    for name, value, low in (("n_scored", n_scored, 1), ("subset_size", subset_size, 1), ("draws", draws, 1)):
+        if isinstance(value, bool) or int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if subset_size > n_scored:
+        raise ValueError(f"subset_size {subset_size} is more than the {n_scored} examples scored")
+    if isinstance(patience, bool) or int(patience) != patience or patience < 1:
+        raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
+    finite = np.isfinite(acc)
+    correct = np.where(finite, acc, 0.0) * n_scored
+    if np.abs(correct - np.round(correct)).max(initial=0.0) > 1e-6 * n_scored:
+        raise ValueError(f"an accuracy is not a count out of n_scored={n_scored}: is that the run's test set size?")
+    correct = np.round(correct).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    right = rng.hypergeometric(correct, n_scored - correct, int(subset_size), size=(int(draws), s.size))
+    corrected = chance_corrected(right / subset_size, chance)
+    first = _first_sustained((corrected > threshold) & finite[None, :], int(patience))
+    return np.where(first >= 0, s[np.maximum(first, 0)], np.nan).astype(float)
 
 
 def plateau_fraction(steps, accuracy, until: int | None = None, level: float = PLATEAU_LEVEL) -> float | None:
@@ -109,6 +170,18 @@ def run_chance(config: dict, status: dict | None = None) -> float:
     # the answer order does not enter: reversing every answer's digits is a bijection on answers,
     # so the most common answer is as common either way
     return recorded if recorded is not None else chance_for(*_task_args(config)[:6])
+
+
+def run_test_size(config: dict) -> int:
+    """How many test examples a run's accuracy was scored on: its test set, regenerated from the config
+    (``n_test`` is an upper bound, and mod ignores it; see :func:`geomcap.tasks.make_task`)."""
+    return test_size_for(*_task_args(config)[:6])
+
+
+@lru_cache(maxsize=None)
+def test_size_for(task: str, level: str, seed: int, n_train: int, n_test: int, params: tuple | None = None) -> int:
+    """The number of rows of a test set (:func:`geomcap.tasks.task_arrays`); ``params`` as in :func:`chance_for`."""
+    return len(task_arrays(task, level, seed, n_train, n_test, params=_params(params))[4])
 
 
 def run_majority_rate(config: dict, status: dict | None = None) -> float:

@@ -1,5 +1,6 @@
 """What the measures cost and how well they resolve: the geometry's share of training time, the costly
-measures' health (LLC chains, Lanczos residuals) and recording resolution."""
+measures' health (LLC chains, Lanczos residuals) and recording resolution, and what scoring accuracy on a
+smaller test subset would change."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pandas as pd
 
 from geomcap import store
 from geomcap.measures import LLC_DRIFT_TOLERANCE
+from geomcap.analysis.acquisition import acquisition_step, run_chance, run_test_size, subsampled_acquisition
 from geomcap.analysis.protocol import RUN_KEYS
+from geomcap.analysis.series import chance_corrected, tidy_series
 from geomcap.analysis.runs import is_missing
 
 
@@ -36,9 +39,9 @@ def geometry_share_text(index: pd.DataFrame, limit: float, dense_steps: int) -> 
     return text
 
 
-def measuring_cost_table(index: pd.DataFrame) -> pd.DataFrame:
-    """What measuring cost the runs of :func:`~geomcap.results.run_index`, per preset and code: median and
-    worst over the runs.
+def measuring_cost_table(index: pd.DataFrame, by: str = "size") -> pd.DataFrame:
+    """What measuring cost the runs of :func:`~geomcap.results.run_index`, per preset (or another run column)
+    and code: median and worst over the runs.
 
     ``code`` is ``before`` for runs whose status.json has no ``write_s`` (trained before checkpoints
     appended their rows and saved state at most once a minute), ``after`` for the others. Per run,
@@ -46,14 +49,16 @@ def measuring_cost_table(index: pd.DataFrame) -> pd.DataFrame:
     ``geometry_s``, ``write_s``: seconds per checkpoint / seconds per training step) and the whole
     measuring (evaluation, geometry and writing; the costly measures apart) as a share of the training
     time; ``costly / training`` over the runs that took the costly measures.
-    Columns: size, code, runs, then ``<part> median`` and ``<part> worst`` for each part.
+    ``by``: the run column the rows are per (the preset by default; ``"task"`` shows what a task's test set
+    costs).
+    Columns: ``by``, code, runs, then ``<part> median`` and ``<part> worst`` for each part.
     """
     cols = ["train_s", "eval_s", "geometry_s", "write_s", "checkpoints", "trained_steps"]
     need = index.dropna(subset=["train_s", "eval_s", "checkpoints"])
     need = need[(need["train_s"] > 0) & (need["checkpoints"] > 0)]
     if need.empty:
-        return pd.DataFrame(columns=["size", "code", "runs"])
-    t = need[["size", "costly_s", "measures", *cols]].copy()
+        return pd.DataFrame(columns=[by, "code", "runs"])
+    t = need[list(dict.fromkeys([by, "costly_s", "measures", *cols]))].copy()
     t["code"] = np.where(t["write_s"].isna(), "before", "after")
     step_s = t["train_s"] / t["trained_steps"]
     per_ckpt = lambda seconds: seconds / t["checkpoints"] / step_s  # noqa: E731
@@ -64,12 +69,68 @@ def measuring_cost_table(index: pd.DataFrame) -> pd.DataFrame:
     t["costly / training"] = np.where(t["measures"].astype(bool), t["costly_s"] / t["train_s"], np.nan)
     parts = ["evaluation (steps)", "geometry (steps)", "writing (steps)", "measuring / training", "costly / training"]
     rows = []
-    for (size, code), g in t.groupby(["size", "code"], sort=False):
-        row = {"size": size, "code": code, "runs": len(g)}
+    for (key, code), g in t.groupby([by, "code"], sort=False):
+        row = {by: key, "code": code, "runs": len(g)}
         for part in parts:
             row[f"{part} median"], row[f"{part} worst"] = g[part].median(), g[part].max()
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: the columns of :func:`~geomcap.results.subset_scoring_table`
+SUBSET_SCORING_COLUMNS = [*RUN_KEYS, "run", "n_scored", "subset_size", "acquisition_step", "unchanged", "flipped",
+                          "shift_p95"]
+
+
+def subset_scoring_table(runs: pd.DataFrame, subset_sizes=(128, 256), draws: int = 200,
+                         seed: int = 0) -> pd.DataFrame:
+    """Would scoring test accuracy on a subset have changed a run's acquisition? Per run of ``runs`` (rows of
+    :func:`~geomcap.results.load_runs`) and subset size: :func:`~geomcap.results.subsampled_acquisition`
+    over ``draws`` simulated subsets of its recorded accuracy.
+
+    Columns :data:`~geomcap.analysis.costs.SUBSET_SCORING_COLUMNS`: ``n_scored`` (the run's test set,
+    :func:`~geomcap.results.run_test_size`); ``acquisition_step`` on the whole set (NaN: never);
+    ``unchanged`` (share of subsets giving that same step, or also never acquiring); ``flipped`` (share
+    acquiring where the whole set does not, or the reverse); ``shift_p95`` (95th percentile of the shift in
+    checkpoints, over the subsets that acquire where the whole set does; 0 when none). A subset size at or
+    above a run's test set is the whole set: that row is left out.
+    """
+    rows = []
+    for run in runs.itertuples():
+        config = run._asdict()
+        steps, accuracy = tidy_series(store.read_metrics(run.path), "accuracy")
+        keep = np.isfinite(accuracy)  # as the run's summary reads it: a non-finite row is dropped
+        steps, accuracy = steps[keep], accuracy[keep]
+        n_scored, chance = run_test_size(config), run_chance(config)
+        full = acquisition_step(steps, chance_corrected(accuracy, chance))
+        for k in subset_sizes:
+            if k >= n_scored:
+                continue
+            sim = subsampled_acquisition(steps, accuracy, n_scored, k, chance=chance, draws=draws, seed=seed)
+            acquired = ~np.isnan(sim)
+            same = ~acquired if full is None else (sim == full)
+            both = acquired if full is not None else np.zeros_like(acquired)
+            shift = np.abs(np.searchsorted(steps, sim[both]) - np.searchsorted(steps, full)) if both.any() else [0]
+            rows.append({**{key: config[key] for key in RUN_KEYS}, "run": run.run, "n_scored": n_scored,
+                         "subset_size": int(k), "acquisition_step": np.nan if full is None else full,
+                         "unchanged": float(same.mean()), "flipped": float((acquired != (full is not None)).mean()),
+                         "shift_p95": float(np.percentile(shift, 95))})
+    return pd.DataFrame(rows, columns=SUBSET_SCORING_COLUMNS)
+
+
+def subset_scoring_summary(table: pd.DataFrame, unchanged_at_least: float = 0.95) -> pd.DataFrame:
+    """:func:`~geomcap.results.subset_scoring_table` per subset size: ``runs``, ``acquired`` (on the whole set),
+    ``median unchanged`` and ``worst unchanged`` (share of subsets keeping a run's acquisition step), ``runs moved``
+    (runs whose step is kept by fewer than ``unchanged_at_least`` of the subsets), ``worst flipped`` and
+    ``worst shift p95`` (checkpoints)."""
+    rows = []
+    for k, g in table.groupby("subset_size"):
+        rows.append({"subset_size": int(k), "runs": len(g), "acquired": int(g["acquisition_step"].notna().sum()),
+                     "median unchanged": g["unchanged"].median(), "worst unchanged": g["unchanged"].min(),
+                     "runs moved": int((g["unchanged"] < unchanged_at_least).sum()),
+                     "worst flipped": g["flipped"].max(), "worst shift p95": g["shift_p95"].max()})
+    return pd.DataFrame(rows, columns=["subset_size", "runs", "acquired", "median unchanged", "worst unchanged",
+                                       "runs moved", "worst flipped", "worst shift p95"])
 
 
 #: the columns of :func:`~geomcap.results.costly_health_table`
