@@ -50,13 +50,17 @@ def acquisition_step(steps, accuracy, threshold: float = ACQUISITION_THRESHOLD,
         ``patience < 1``.
     """
     s, acc = check_series(steps, accuracy, "accuracy")
-    if isinstance(patience, bool) or int(patience) != patience or patience < 1:
-        raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
-    patience = int(patience)
+    patience = _check_patience(patience)
     with np.errstate(invalid="ignore"):
         above = acc > threshold  # NaN > t is False, so NaN breaks a run
     first = int(_first_sustained(above[None, :], patience)[0])
     return None if first < 0 else int(s[first])
+
+
+def _check_patience(patience) -> int:
+    if isinstance(patience, bool) or int(patience) != patience or patience < 1:
+        raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
+    return int(patience)
 
 
 def _first_sustained(above: np.ndarray, patience: int) -> np.ndarray:
@@ -110,8 +114,7 @@ def subsampled_acquisition(steps, accuracy, n_scored: int, subset_size: int, cha
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     if subset_size > n_scored:
         raise ValueError(f"subset_size {subset_size} is more than the {n_scored} examples scored")
-    if isinstance(patience, bool) or int(patience) != patience or patience < 1:
-        raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
+    patience = _check_patience(patience)
     finite = np.isfinite(acc)
     correct = np.where(finite, acc, 0.0) * n_scored
     if np.abs(correct - np.round(correct)).max(initial=0.0) > 1e-6 * n_scored:
@@ -120,7 +123,7 @@ def subsampled_acquisition(steps, accuracy, n_scored: int, subset_size: int, cha
     rng = np.random.default_rng(seed)
     right = rng.hypergeometric(correct, n_scored - correct, int(subset_size), size=(int(draws), s.size))
     corrected = chance_corrected(right / subset_size, chance)
-    first = _first_sustained((corrected > threshold) & finite[None, :], int(patience))
+    first = _first_sustained((corrected > threshold) & finite[None, :], patience)
     return np.where(first >= 0, s[np.maximum(first, 0)], np.nan).astype(float)
 
 
