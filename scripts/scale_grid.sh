@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The scale grid (data/README.md, "scale/"): the protocol's runs at 4m (9.7x 405k), 14m (35x) and 48m (117x),
+# in stages ordered so that each stage alone gives a verdict. Resumable: rerun the same command and
+# finished runs are reused by their hash; run it from a frozen worktree (git worktree add) of the commit
+# that defines it, and copy complete runs into data/scale/ (scripts/copy_runs.sh).
+#
+#   scripts/scale_grid.sh [STAGE ...]          # default: stages 1 2 3 4 5, in order
+#
+#   1  14m and 4m, seed 0: copy, add, mod, parity at medium; their shuffled-answer controls at 14m
+#   2  14m and 4m, seed 0: every task's easy level
+#   3  14m and 4m, seed 0: the remaining task x level settings (medium and hard of the other tasks,
+#      hard of stage 1's); 14m's hard level capped at HARD_STEPS_14M steps (the measured cost)
+#   4  14m, seeds 1-2: the settings stages 1-3 class hard (HARD_SETTINGS, task:level,...) and stage 1's
+#      four settings with their controls
+#   5  48m, seed 0: add and mod at medium, mul hard
+#
+# Environment:
+#   RUNS, CONTROLS   run stores of the real runs and the controls (default runs-scale/, runs-scale-controls/)
+#   LANE             a (default) or b: b takes every stage's tasks and sizes in reverse order, so that two
+#                    lanes (one torch thread each, one per core) share a stage; run locks keep one writer per run
+#   THREADS          torch threads per run (default 1: two lanes on the two cores; see the performance page)
+#   HARD_STEPS_14M   14m's hard-level budget (default 3000 of the protocol's 8000)
+#   HARD_SETTINGS    stage 4's settings (default add:hard,mul:hard: the levels the 405k grid classes hard)
+# A control stops at step 1000 of the 4000-step medium schedule (stop_at), as scripts/controls_grid.sh's.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GEOMCAP=${GEOMCAP:-.venv/bin/geomcap}
+RUNS=${RUNS:-runs-scale}
+CONTROLS=${CONTROLS:-runs-scale-controls}
+LANE=${LANE:-a}
+THREADS=${THREADS:-1}
+HARD_STEPS_14M=${HARD_STEPS_14M:-3000}
+HARD_SETTINGS=${HARD_SETTINGS:-add:hard,mul:hard}
+STAGE1_TASKS=copy,add,mod,parity
+OTHER_TASKS=reverse,compare,sort,mul
+STEPS=easy=2000,medium=4000,hard=8000
+control="--set control=shuffled_answers --set stop_at=1000"
+case $LANE in a|b) ;; *) echo "LANE must be a or b, got $LANE" >&2; exit 2 ;; esac
+status=0
+
+ordered() {  # a comma-separated list, reversed on lane b
+  if [ "$LANE" = b ]; then tr ',' '\n' <<<"$1" | tac | paste -sd, -; else echo "$1"; fi
+}
+sweep() {  # sweep TASKS LEVELS SIZES SEEDS [geomcap sweep options]: one worker, a lane of its own
+  local tasks=$1 levels=$2 sizes=$3 seeds=$4; shift 4
+  "$GEOMCAP" sweep --tasks "$(ordered "$tasks")" --levels "$levels" --sizes "$(ordered "$sizes")" \
+    --seeds "$seeds" --steps "$STEPS" --workers 1 --threads "$THREADS" --quiet "$@" || status=1
+}
+for stage in "${@:-1 2 3 4 5}"; do
+  for s in $stage; do
+    echo "== stage $s (lane $LANE) $(date -u +%FT%TZ)"
+    case $s in
+      1) sweep "$STAGE1_TASKS" medium 14m,4m 0 --root "$RUNS"
+         sweep "$STAGE1_TASKS" medium 14m 0 --root "$CONTROLS" $control ;;
+      2) sweep "$STAGE1_TASKS,$OTHER_TASKS" easy 14m,4m 0 --root "$RUNS" ;;
+      3) sweep "$OTHER_TASKS" medium 14m,4m 0 --root "$RUNS"
+         sweep "$STAGE1_TASKS,$OTHER_TASKS" hard 4m 0 --root "$RUNS"
+         sweep "$STAGE1_TASKS,$OTHER_TASKS" hard 14m 0 --root "$RUNS" --steps "hard=$HARD_STEPS_14M" ;;
+      4) for setting in ${HARD_SETTINGS//,/ }; do
+           level=${setting#*:}
+           steps=()
+           [ "$level" = hard ] && steps=(--steps "hard=$HARD_STEPS_14M")
+           sweep "${setting%%:*}" "$level" 14m 1,2 --root "$RUNS" "${steps[@]}"
+         done
+         sweep "$STAGE1_TASKS" medium 14m 1,2 --root "$RUNS"
+         sweep "$STAGE1_TASKS" medium 14m 1,2 --root "$CONTROLS" $control ;;
+      5) sweep add,mod medium 48m 0 --root "$RUNS"
+         sweep mul hard 48m 0 --root "$RUNS" ;;
+      *) echo "unknown stage $s (stages 1-5)" >&2; exit 2 ;;
+    esac
+  done
+done
+exit $status
