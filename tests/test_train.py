@@ -297,6 +297,22 @@ def test_an_interrupted_run_resumes_from_its_last_saved_state_and_measures_the_r
     assert store.read_status(run)["write_s"] >= 0
 
 
+def test_a_bf16_run_trains_in_bf16_hashes_apart_and_resumes_byte_identically(tmp_path, monkeypatch):
+    """precision=bf16 changes the training step (not the same metrics as float32), enters the hash (a float32
+    run keeps its name), and an interrupted bf16 run resumes at its recorded precision: the same bytes as an
+    uninterrupted one."""
+    fp32, bf16 = small_config(), small_config(precision="bf16")
+    assert "precision" not in fp32.to_dict() and bf16.to_dict()["precision"] == "bf16"
+    assert store.config_hash(fp32.to_dict()) != store.config_hash(bf16.to_dict())
+    reference = train(bf16, out=tmp_path / "reference", progress=False)
+    plain = train(fp32, out=tmp_path / "fp32", progress=False)
+    assert (reference / store.METRICS_FILE).read_bytes() != (plain / store.METRICS_FILE).read_bytes()
+    run = tmp_path / "run"
+    _interrupted_run(run, monkeypatch, bf16)
+    train(TrainConfig.from_dict(store.read_config(run)), out=run, progress=False)
+    assert (run / store.METRICS_FILE).read_bytes() == (reference / store.METRICS_FILE).read_bytes()
+
+
 def test_a_corrupted_state_is_discarded_and_the_run_retrained_identically(tmp_path, monkeypatch):
     """A truncated state.pt gave a 23-line traceback without its path and stuck the run; a kill during the
     state write left its .state.pt.*.tmp for good. Now: a warning naming the file, the same metrics as an

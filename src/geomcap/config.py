@@ -8,7 +8,10 @@ optimizer          AdamW, lr 1e-3, betas (0.9, 0.98), weight decay 0.1
 schedule           linear warmup over ``min(100, steps // 10)`` steps, then
                    cosine decay to 0.1 x lr at the last step
 batch              128 sequences; gradient norm clipped at 1.0
-precision          float32 on CPU; bf16 autocast on CUDA (float32 master weights)
+precision          ``precision``: fp32 (the default, on every device), or bf16
+                   autocast for the training step (float32 master weights,
+                   loss in float32); evaluation, RankMe and probes always
+                   run in float32, RankMe in float64
 =================  ============================================================
 
 Every field is one row of the parameter schema (:mod:`geomcap.schema`): type, range or choices, default
@@ -64,6 +67,9 @@ MEASUREMENT_ONLY_FIELDS = ("measures", "costly_every", "dynamics_size", "hessian
 CONTROLS = ("shuffled_answers",)
 #: learning-rate schedules (``TrainConfig.schedule``): both start with a linear warmup over ``warmup_steps``
 SCHEDULES = ("cosine", "constant")
+#: training precisions (``TrainConfig.precision``): "bf16" runs the training step's forward pass under bf16
+#: autocast (float32 weights, optimizer state and loss); checkpoints are always evaluated in float32
+PRECISIONS = ("fp32", "bf16")
 #: the range of a seed: numpy, torch and scikit-learn seeds all accept 32 bits
 SEED_RANGE = "[0, 4294967295]"
 
@@ -147,6 +153,9 @@ class TrainConfig:
     perturb: float = setting(0.0, "[0, 1)", help="multiply each initial weight by 1 + PERTURB x N(0, 1) (twins of "
                                                  "a run)")
     perturb_seed: int = setting(0, SEED_RANGE, help="the seed of that noise")
+    precision: str = setting("fp32", choices=PRECISIONS,
+                             help="the training step's precision: fp32, or bf16 autocast (float32 weights; "
+                                  "evaluation always in float32)")
 
     def __post_init__(self):
         for name, param in SETTINGS.items():  # each value's type, range or choices
@@ -204,7 +213,7 @@ def legacy_values(task: str, level: str) -> dict:
     return {"answer_order": "msd", "dense_steps": 0, "stop_margin": None, "stop_min_steps": 500,
             "task_params": tasks.level_params(task, level, legacy=True), "hessian_warm_start": False,
             "costly_window": None, "control": None, "schedule": "cosine", "full_batch": False, "stop_at": None,
-            "perturb": 0.0, "perturb_seed": 0, "llc_chains": 4, "llc_draws": 200}
+            "perturb": 0.0, "perturb_seed": 0, "llc_chains": 4, "llc_draws": 200, "precision": "fp32"}
 
 
 def parse_steps(text: str) -> int | dict:

@@ -260,8 +260,11 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA (float32 master weights); nothing on the CPU."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+def autocast(device: torch.device, precision: str = "fp32"):
+    """The training step's precision context (``TrainConfig.precision``): "bf16": bf16 autocast on the
+    device (CPU or CUDA; float32 master weights); "fp32": nothing."""
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    if precision != "fp32":
+        raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
     return contextlib.nullcontext()

@@ -66,7 +66,7 @@ from geomcap.train import (CheckpointWriter, claim_run_dir, finish, progress_sum
 ADAM_EPS = 1e-8  # torch.optim.AdamW's default, which train.make_optimizer uses
 #: the config fields every run of a pack must share (one step loop, one checkpoint schedule)
 SHARED_FIELDS = ("size", "steps", "batch_size", "n_log_checkpoints", "n_linear_checkpoints", "dense_steps",
-                 "beta1", "beta2")
+                 "beta1", "beta2", "precision")
 
 
 # --- the model with a leading run dimension --------------------------------
@@ -291,7 +291,7 @@ def _train_interval(runs, start: int, end: int, dev) -> float:
         idx = [_to_device(torch.randint(r.inputs.shape[0], (B,), generator=r.batch_gen), dev) for r in runs]
         x = torch.stack([r.inputs[i] for r, i in zip(runs, idx)])
         answers = [r.answers[i] for r, i in zip(runs, idx)]
-        with autocast(dev):
+        with autocast(dev, runs[0].cfg.precision):
             logits = packed_logits(P, x, mcfg)
         losses = packed_answer_losses(logits, answers, prompt_lens)
         grads = torch.autograd.grad(losses.sum(), params)
@@ -326,7 +326,7 @@ def train_packed(configs, outs=None, root=None, device: str = "auto", progress: 
     if len(set(outs)) != len(outs):
         raise ValueError("outs must be distinct: two configs of the pack would share a run directory")
     dev = resolve_device(device)
-    seq_len = max(sum(tasks.sequence_lengths(c.task, c.level, c.task_params)) - 1 for c in configs)
+    seq_len = max(tasks.sequence_length(c.task, c.level, c.task_params) for c in configs)
     schedule = config_checkpoints(configs[0])
     with contextlib.ExitStack() as locks:  # one writer per run directory, for as long as the pack trains
         todo = [(c, o) for c, o in zip(configs, outs) if claim_run_dir(c, o, locks)]  # every lock before any write

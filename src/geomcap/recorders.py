@@ -47,7 +47,7 @@ from threadpoolctl import threadpool_limits
 from geomcap import geometry, probes, tasks
 from geomcap.config import TrainConfig, recorded_at
 from geomcap.measures import MEASURES, RECORDED
-from geomcap.models import answer_logits, autocast
+from geomcap.models import answer_logits
 
 #: the statistics of one layer's matrix of hidden states Z (N, d): name -> (on the host: Z, a numpy array
 #: or CPU tensor -> float; on the device: Z, a tensor -> a 0-dim float64 tensor there, nothing copied back)
@@ -141,8 +141,8 @@ def scored_forward(model, prompts, answers, chunk: int, device, keep_hidden: int
     logits, hidden = [], []
     for i in range(0, prompts.shape[0], chunk):
         p, a = prompts[i:i + chunk].to(device), answers[i:i + chunk].to(device)
-        with autocast(device):
-            out, states, residual = answer_logits(model, p, a, return_hidden=True, return_residual=True)
+        # float32 whatever the training precision: the measures read these states
+        out, states, residual = answer_logits(model, p, a, return_hidden=True, return_residual=True)
         logits.append(out.float().cpu())
         if i < keep_hidden:
             hidden.append([h[: keep_hidden - i].float().to(hidden_to) for h in (*states, residual)])

@@ -350,7 +350,7 @@ def _terminate_workers(executor: ProcessPoolExecutor) -> None:
 #: the measures have their own options.
 SETTABLE_FIELDS = {name: SETTINGS[name].type for name in (
     "lr", "weight_decay", "beta1", "beta2", "warmup_steps", "min_lr_ratio", "grad_clip", "batch_size", "answer_order",
-    "schedule", "control", "stop_at", "perturb", "perturb_seed")}
+    "schedule", "control", "stop_at", "perturb", "perturb_seed", "precision")}
 
 
 def parse_settings(items) -> dict:

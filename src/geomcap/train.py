@@ -64,16 +64,16 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, prompts: torch.Tensor,
                answers: torch.Tensor, lr: float, grad_clip: float, device: torch.device,
-               step_model=None) -> torch.Tensor:
+               step_model=None, precision: str = "fp32") -> torch.Tensor:
     """One optimizer step on a batch: cross-entropy over the answer tokens
-    (:func:`geomcap.models.answer_loss`) under :func:`~geomcap.models.autocast`, gradient norm clipped at
+    (:func:`geomcap.models.answer_loss`) under :func:`~geomcap.models.autocast` at ``precision``, gradient norm clipped at
     ``grad_clip`` (None: not clipped), the learning rate set to ``lr``. prompts (B, Tp), answers (B, Ta)
     int64 on ``device``; ``step_model`` (default ``model``) computes the loss, e.g. a torch.compile'd
     ``model``. Returns the loss (before the step). The one training step of geomcap: the training
     loop, the Pythia stand-in and the benchmarks call it."""
     for group in optimizer.param_groups:
         group["lr"] = lr
-    with autocast(device):
+    with autocast(device, precision):
         loss = answer_loss(model if step_model is None else step_model, prompts, answers)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -136,7 +136,8 @@ def train_until(until: int, step: int, model, optimizer, train_p, train_a, batch
         else:
             idx = torch.randint(train_p.shape[0], (cfg.batch_size,), generator=batch_gen).to(dev)
             prompts, answers = train_p[idx], train_a[idx]
-        train_step(model, optimizer, prompts, answers, learning_rate(step, cfg), cfg.grad_clip, dev, step_model)
+        train_step(model, optimizer, prompts, answers, learning_rate(step, cfg), cfg.grad_clip, dev, step_model,
+                   cfg.precision)
         step += 1
     return step
 

@@ -71,13 +71,14 @@ def build_peer(preset: str, vocab_size: int, kind: str = "gpt2") -> nn.Module:
 
 
 def make_train_step(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor, batch_size: int,
-                    device: torch.device, seed: int = 0, lr: float = 1e-3, weight_decay: float = 0.1):
+                    device: torch.device, seed: int = 0, lr: float = 1e-3, weight_decay: float = 0.1,
+                    precision: str = "fp32"):
     """The training steps of ``geomcap.train.train`` for any model mapping token ids to logits.
 
     model: ``model(idx)`` -> logits (B, T, V); prompts (n, Tp), answers (n, Ta)
     int64 tensors already on ``device``. Returns ``run(n_steps)``, which does
     n_steps of :func:`geomcap.train.train_step` (the training loop's own step:
-    answer cross-entropy under bf16 autocast on CUDA, AdamW from
+    answer cross-entropy at ``precision`` (fp32, or bf16 autocast), AdamW from
     :func:`geomcap.train.make_optimizer` with TrainConfig's betas, gradient norm
     clipped at TrainConfig's ``grad_clip``) on batches of ``batch_size`` rows
     drawn with a seeded CPU generator. The learning rate is held at ``lr`` (the
@@ -97,7 +98,8 @@ def make_train_step(model: nn.Module, prompts: torch.Tensor, answers: torch.Tens
         loss = None
         for _ in range(n_steps):
             idx = torch.randint(n, (batch_size,), generator=gen).to(device)
-            loss = train_step(model, optimizer, prompts[idx], answers[idx], lr, defaults.grad_clip, device)
+            loss = train_step(model, optimizer, prompts[idx], answers[idx], lr, defaults.grad_clip, device,
+                              precision=precision)
         return loss
 
     return run
