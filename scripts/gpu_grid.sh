@@ -2,10 +2,15 @@
 # The paper's grid on one GPU, in one command: packs of runs that share a preset trained as one
 # batched computation (geomcap.packed), several processes sharing the device.
 #
-#   scripts/gpu_grid.sh OUT [--dry-run] [--mode grid|c8] [--task T --level L] [--steps S]
+#   scripts/gpu_grid.sh OUT [--dry-run] [--mode grid|c8|scale] [--task T --level L] [--steps S]
+#                       [--presets P,...] [--precision fp32|bf16] [--device cuda|cpu]
 #
 #   --mode grid   the six presets x 8 tasks x 3 levels, seed 0 (144 runs; default)
 #   --mode c8     the six presets on one task and level (--task, --level; default add/hard), seeds 0-2
+#   --mode scale  copy, add, mod, parity at medium, seed 0, and their shuffled-answer controls
+#                 (scripts/scale_grid.sh --device cuda calls this)
+#   --presets     the presets (default: the six); --precision the training step's (default bf16)
+#   --device      where the runs train (default cuda; cpu: the same path at toy size, for the tests)
 #   --dry-run     print the plan (packs, processes, runs) and the projected time, train nothing
 #
 # OUT receives at most 8 files: one runs-<preset>.tar.gz per preset (config.json, metrics.csv and
@@ -16,14 +21,16 @@
 # projection's assumptions), PYTHON (default: the repository's .venv, else python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: scripts/gpu_grid.sh OUT [--dry-run] [--mode grid|c8] [--task T --level L] [--steps S]}
+OUT=${1:?usage: scripts/gpu_grid.sh OUT [--dry-run] [--mode grid|c8|scale] [--task T --level L] [--steps S] [--presets P,...] [--precision fp32|bf16] [--device cuda|cpu]}
 shift
 DRY=0
+DEVICE=cuda
 ARGS=()
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1; shift ;;
-    --mode|--task|--level|--steps) ARGS+=("$1" "$2"); shift 2 ;;
+    --mode|--task|--level|--steps|--presets|--precision) ARGS+=("$1" "$2"); shift 2 ;;
+    --device) DEVICE=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +46,7 @@ if [ "$DRY" = 1 ]; then
        --mfu "${MFU:-0.3}" --launch-us "${LAUNCH_US:-6}"
 fi
 
+"$PYTHON" -m geomcap.gpu_grid plan "${COMMON[@]}" --costs data/gpu/cpu_costs.json > /dev/null || exit 2  # bad input
 mkdir -p "$OUT"
 ROOT=$(mktemp -d)/runs
 export PYTORCH_NVML_BASED_CUDA_CHECK=1 OMP_NUM_THREADS=2
@@ -48,7 +56,8 @@ START=$(date +%s)
   "$PYTHON" -m geomcap.gpu_grid plan "${COMMON[@]}" --costs data/gpu/cpu_costs.json
   pids=()
   for ((part = 0; part < PROCESSES; part++)); do
-    timeout --signal=INT "$LIMIT_S" "$PYTHON" -m geomcap.gpu_grid run "${COMMON[@]}" --root "$ROOT" --part "$part" &
+    timeout --signal=INT "$LIMIT_S" "$PYTHON" -m geomcap.gpu_grid run "${COMMON[@]}" --root "$ROOT" --part "$part" \
+      --device "$DEVICE" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || echo "process $pid ended with status $?"; done

@@ -127,6 +127,35 @@ def test_dry_run_prints_the_plan_of_the_144_runs(tmp_path):
     assert c8.startswith("18 runs in 6 packs")
 
 
+def test_the_scale_path_trains_its_runs_and_controls_on_the_cpu_at_toy_size(tmp_path):
+    """scripts/scale_grid.sh --device is the GPU runner in its scale mode: four tasks at medium and their
+    shuffled-answer controls (stopped at a quarter of the budget), at the precision asked for; at toy size on
+    the CPU it brings back one archive per preset with all eight runs."""
+    env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", "PROCESSES": "1", "LIMIT_S": "300"}
+    out = tmp_path / "out"
+    subprocess.run(["bash", "scripts/scale_grid.sh", "--device", "cpu", "--presets", "405k", "--steps", "8",
+                    "--precision", "bf16", "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True,
+                   check=True)
+    with tarfile.open(out / "runs-405k.tar.gz") as archive:
+        configs = [json.load(archive.extractfile(m)) for m in archive.getmembers() if m.name.endswith("config.json")]
+    assert sorted((c["task"], c.get("control", ""), c.get("stop_at", 0)) for c in configs) == sorted(
+        (t, control, stop) for t in gpu_grid.SCALE_TASKS for control, stop in (("", 0), ("shuffled_answers", 2)))
+    assert {c["precision"] for c in configs} == {"bf16"} and {c["level"] for c in configs} == {"medium"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--presets", "48x"], "unknown size '48x'"),
+    (["--presets", "48m", "--precision", "fp16"], "unknown precision 'fp16'"),
+    (["--presets", "48m", "--frobnicate"], "unknown option --frobnicate"),
+])
+def test_the_scale_path_refuses_bad_input_in_one_line_before_anything_runs(tmp_path, argv, message):
+    env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(["bash", "scripts/scale_grid.sh", "--device", "cuda", *argv, "--out", str(tmp_path / "o")],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
 def test_collect_writes_one_archive_per_preset_and_the_bench_without_state(tmp_path):
     tiny = dict(steps=2, batch_size=4, n_train=64, n_test=16, probe_size=8, train_eval_size=16, dense_steps=1,
                 n_linear_checkpoints=1, stop_margin=None)

@@ -41,18 +41,31 @@ from geomcap.sweep import grid, pack_groups
 from geomcap.config import DEFAULT_LEVEL_STEPS, TrainConfig, checkpoint_steps, parse_steps
 
 H200_BF16_FLOPS = 790e12
-MODES = ("grid", "c8")
+MODES = ("grid", "c8", "scale")
+#: the scale mode's settings (scripts/scale_grid.sh --device cuda): stage 1's four tasks at medium, seed 0,
+#: and their shuffled-answer controls (stopped at a quarter of the budget: step 1000 of 4000, as on the CPU)
+SCALE_TASKS = ("copy", "add", "mod", "parity")
 #: the most files a device check writes back (one metrics pack per preset, plus bench.json)
 MAX_FILES = 8
 
 
-def grid_configs(mode: str = "grid", steps=None, task: str = "add", level: str = "hard",
+def grid_configs(mode: str = "grid", steps=None, task: str = "add", level: str = "hard", presets=None,
                  **overrides) -> list[TrainConfig]:
     """The runs of a mode: ``grid`` = presets x tasks x levels, seed 0; ``c8`` = presets x seeds 0-2 on
-    one (task, level). ``steps``: int or {level: steps} (default :data:`geomcap.config.DEFAULT_LEVEL_STEPS`, the
-    CPU re-run's)."""
+    one (task, level); ``scale`` = presets x :data:`SCALE_TASKS` at medium, seed 0, then the same with
+    shuffled answers (``control``, stopped at a quarter of the medium budget: step 1000 of 4000, as on the CPU). ``steps``: int or {level: steps} (default
+    :data:`geomcap.config.DEFAULT_LEVEL_STEPS`, the CPU re-run's); ``presets``: default the six of
+    :data:`geomcap.presets.PRESETS`; ``overrides``: further TrainConfig fields (e.g. ``precision``)."""
     steps = DEFAULT_LEVEL_STEPS if steps is None else steps
-    sizes = list(models.PRESETS)
+    sizes = list(models.PRESETS) if presets is None else list(presets)
+    for size in sizes:
+        models.check_preset(size)
+    if mode == "scale":
+        real = grid(tasks=SCALE_TASKS, levels=["medium"], sizes=sizes, seeds=[0], steps=steps, **overrides)
+        medium = steps["medium"] if isinstance(steps, dict) else steps
+        controls = grid(tasks=SCALE_TASKS, levels=["medium"], sizes=sizes, seeds=[0], steps=steps,
+                        control="shuffled_answers", stop_at=max(1, medium // 4), **overrides)
+        return real + controls
     if mode == "grid":
         return grid(sizes=sizes, seeds=[0], steps=steps, **overrides)
     if mode == "c8":
@@ -89,8 +102,7 @@ def step_flops(cfg: TrainConfig) -> float:
     """Training FLOPs of one step of one run (forward + backward = 3 x forward): the matrix products
     of the blocks and the unembedding (2 per multiply-add) and the attention scores and mixing."""
     m = models.ALL_PRESETS[cfg.size]
-    prompt_len, answer_len = tasks.sequence_lengths(cfg.task, cfg.level, cfg.task_params)
-    T = prompt_len + answer_len - 1
+    T = tasks.sequence_length(cfg.task, cfg.level, cfg.task_params)
     d, L = m.d_model, m.n_layer
     per_token = L * (4 * d * d + 2 * m.mlp_ratio * d * d) + d * tasks.VOCAB_SIZE  # multiply-adds
     attention = L * 2 * T * T * d / 2  # causal: half of QK^T and of AV
@@ -188,7 +200,7 @@ def measure_costs(presets=("405k", "1.3m"), steps: int = 3, pack: int = 8, batch
     counts = {}
     for size in presets:
         cfgs = [TrainConfig(task=t, level="hard", size=size, batch_size=batch_size) for t in tasks.TASKS[:pack]]
-        T = max(sum(tasks.sequence_lengths(c.task, c.level, c.task_params)) - 1 for c in cfgs)
+        T = max(tasks.sequence_length(c.task, c.level, c.task_params) for c in cfgs)
         ms = []
         for i, c in enumerate(cfgs):
             torch.manual_seed(i)
@@ -334,6 +346,8 @@ def main(argv=None) -> int:
         p.add_argument("--steps", default=None, help="steps, or per level: easy=...,medium=...,hard=...")
         p.add_argument("--task", default="add")
         p.add_argument("--level", default="hard")
+        p.add_argument("--presets", default=None, help="comma-separated presets (default: the six)")
+        p.add_argument("--precision", default="bf16", help="the training step's precision (default bf16)")
     plan_p = sub._name_parser_map["plan"]
     plan_p.add_argument("--costs", required=True, help="measure's JSON")
     plan_p.add_argument("--mfu", type=float, default=0.3)
@@ -352,9 +366,18 @@ def main(argv=None) -> int:
     c.add_argument("--out", required=True)
     c.add_argument("--wall-s", type=float, default=None)
     args = ap.parse_args(argv)
+    scope = {}
+    if args.command in ("plan", "run"):
+        scope = {"presets": None if args.presets is None else args.presets.split(","),
+                 "precision": args.precision}
+        try:  # bad presets, precisions or steps: one line, before anything trains
+            grid_configs(args.mode, _parse_steps(args.steps), args.task, args.level, **scope)
+        except ValueError as exc:
+            print(f"gpu_grid: error: {exc}", file=sys.stderr)
+            return 2
 
     if args.command == "plan":
-        configs = grid_configs(args.mode, _parse_steps(args.steps), args.task, args.level)
+        configs = grid_configs(args.mode, _parse_steps(args.steps), args.task, args.level, **scope)
         costs = json.loads(Path(args.costs).read_text())
         projections = []
         for stops in ([None, measured_stops(args.stops)] if args.stops else [None]):
@@ -365,7 +388,7 @@ def main(argv=None) -> int:
             print(f"  without the early stop (an upper bound): projected wall time {projections[0]['wall_s']:.0f} s")
     elif args.command == "run":
         run_part(args.root, args.part, args.processes, args.mode, args.pack, args.device,
-                 steps=_parse_steps(args.steps), task=args.task, level=args.level)
+                 steps=_parse_steps(args.steps), task=args.task, level=args.level, **scope)
     elif args.command == "measure":
         costs = measure_costs()
         store.atomic_write_json(Path(args.out), costs)
