@@ -371,3 +371,94 @@ def test_llc_settings_benchmark_retrains_with_the_llc_alone_and_compares(tmp_pat
     assert default["agreement"]["max_bias"] == 0.0 and cheap["agreement"]["steps"] == default["llc_checkpoints"]
     assert cheap["agreement"]["max_bias"] > 0
     assert store.read_config(source)["llc_draws"] == 52
+
+
+# --- the scale part: step seconds by preset, length, threads and precision --------------------------
+
+def test_scale_steps_tiny_times_every_setting_and_decides_threads():
+    """Every (shape, threads, precision) is timed, a line is fitted per (threads, precision), two one-thread
+    processes are timed side by side, and the decision compares them with one two-thread run."""
+    from geomcap.bench.scale import scale_steps
+
+    out = scale_steps(["405k"], shapes=[("mod", "easy"), ("copy", "easy")], threads=(1, 2),
+                      precisions=("fp32", "bf16"), rounds=1, steps=1, pair_shape=("mod", "easy"), pair_steps=1,
+                      progress=False)
+    row = out["presets"][0]
+    assert [s["seq_len"] for s in out["shapes"]] == [tasks.sequence_length("mod", "easy"),
+                                                     tasks.sequence_length("copy", "easy")]
+    assert {(r["task"], r["threads"], r["precision"]) for r in row["shapes"]} == {
+        (t, n, p) for t in ("mod", "copy") for n in (1, 2) for p in ("fp32", "bf16")}
+    assert all(r["s_per_step"] > 0 for r in row["shapes"])
+    assert {(f["threads"], f["precision"]) for f in row["fits"]} == {(n, p) for n in (1, 2) for p in ("fp32", "bf16")}
+    assert [p["precision"] for p in row["pair"]] == ["fp32", "bf16"]
+    assert all(len(p["s_per_step_processes"]) == 2 for p in row["pair"])
+    decision = row["threads_decision"]["fp32"]
+    assert decision["ratio_two_runs_to_one"] == pytest.approx(
+        decision["two_runs_one_thread_steps_per_s"] / decision["one_run_two_threads_steps_per_s"])
+    assert decision["better"] in ("two runs on one thread", "one run on two threads")
+    assert row["eval_s"] > 0
+    assert "405k one checkpoint, one thread" in set(bench.figures_table({"matmul_peak": {"flops_per_s": 1e9,
+                                                                                          "dtype": "float32"},
+                                                                          "scale": out})["figure"])
+
+
+def test_scale_fit_and_prediction_known_answers():
+    from geomcap.bench.scale import fit_seconds, threads_decision
+    from geomcap.planning import StepCost
+
+    rows = [{"seq_len": t, "s_per_step": 0.5 + 0.02 * t} for t in (8, 15, 45)]
+    fit = fit_seconds(rows)
+    assert fit["intercept_s"] == pytest.approx(0.5) and fit["per_token_s"] == pytest.approx(0.02)
+    assert fit_seconds(rows[:1]) == {"intercept_s": pytest.approx(0.66), "per_token_s": 0.0}
+    cost = StepCost(0.5, 1.0, "here", fit)
+    assert cost.step_seconds(53) == pytest.approx(0.5 + 0.02 * 53)
+    assert StepCost(1.0, 1.0, "here", {"intercept_s": 1.0, "per_token_s": -1.0}).step_seconds(10) == 0.1  # floor
+    assert StepCost(0.3, 1.0, "here").step_seconds(50) == 0.3  # no line: one figure for every length
+    # two one-thread runs at 1.0 s per step (2 steps/s) beat one two-thread run at 0.6 s (1.67 steps/s) ...
+    preset = {"shapes": [{"task": "add", "level": "medium", "threads": 2, "precision": "fp32", "s_per_step": 0.6}],
+              "pair": [{"task": "add", "level": "medium", "precision": "fp32", "s_per_step": 1.0}]}
+    assert threads_decision(preset)["fp32"]["better"] == "two runs on one thread"
+    preset["pair"][0]["s_per_step"] = 1.5  # ... and lose to it when they slow each other down to 1.5 s
+    assert threads_decision(preset)["fp32"]["better"] == "one run on two threads"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"presets": ["huge"]}, "unknown size"),
+    ({"precisions": ["fp16"]}, "unknown precision"),
+    ({"threads": [0]}, "threads must be positive integers"),
+    ({"shapes": [("add", "extreme")]}, "level"),
+    ({"rounds": 0}, "rounds must be a positive integer"),
+])
+def test_scale_steps_refuses_bad_input_before_timing(kwargs, message):
+    from geomcap.bench.scale import scale_steps
+
+    with pytest.raises(ValueError, match=message):
+        scale_steps(**{"presets": ["405k"], **kwargs}, progress=False)
+
+
+def test_plan_projects_from_the_scale_lines_by_length_and_precision(tmp_path, monkeypatch):
+    """A bench result with the scale part, made on this CPU, gives each run its own step cost: the line at
+    its sequence length, at its precision; a precision without a line is not projected."""
+    from geomcap import planning
+
+    bench_dir = tmp_path / "data" / "bench"
+    bench_dir.mkdir(parents=True)
+    line = {"intercept_s": 0.1, "per_token_s": 0.01}
+    result = {"schema": 1, "machine": {"cpu_model": "test CPU", "device": "cpu", "torch_threads": 2},
+              "scale": {"presets": [{"preset": "405k", "eval_s": 2.0,
+                                     "fits": [{"threads": 1, "precision": "fp32", **line},
+                                              {"threads": 2, "precision": "fp32", "intercept_s": 9.0,
+                                               "per_token_s": 9.0}]}]}}
+    (bench_dir / "scale.json").write_text(json.dumps(result))
+    monkeypatch.setenv("GEOMCAP_DATA", str(tmp_path / "data"))
+    short, long_ = (TrainConfig(task=t, level="easy", steps=100) for t in ("mod", "parity"))
+    bf16 = TrainConfig(task="mod", level="easy", steps=100, precision="bf16")
+    the_plan = planning.plan([short, long_, bf16], [tmp_path / "runs"], workers=1, cpu="test CPU")
+    checkpoints = int((checkpoint_steps(100) > 0).sum())  # the plan counts the checkpoints after step 0
+    for run, cfg in zip(the_plan.runs, (short, long_)):
+        length = tasks.sequence_length(cfg.task, cfg.level)
+        assert run.seconds == pytest.approx(100 * (0.1 + 0.01 * length) + 2.0 * checkpoints)
+    assert the_plan.runs[2].seconds is None
+    lines = the_plan.lines()
+    assert any(x.startswith("  405k fp32: 0.100 s + 10.0 ms per token") for x in lines)
+    assert "  405k bf16: no measurement of this preset on this machine: not projected" in lines

@@ -267,12 +267,12 @@ def test_a_plan_names_what_exists_what_it_trains_and_how_long(tmp_path):
     assert lines[2].split()[:7] == ["train", "copy/easy", "405k", "seed", "1", "4", "steps,"]
     assert [r.state for r in the_plan.runs] == ["exists", "train"]
     assert the_plan.runs[1].run_dir.parent == tmp_path / "b"
-    assert "(measured: 1 run on " in lines[3] and lines[3].startswith("  405k: ")
+    assert "(measured: 1 run on " in lines[3] and lines[3].startswith("  405k fp32: ")
     assert lines[-1].startswith("projected: ") and the_plan.projected_s() == the_plan.runs[1].seconds > 0
 
     other = sweep.plan([existing, missing], [tmp_path / "a", tmp_path / "b"], workers=1, cpu="no such CPU")
     assert other.runs[1].seconds is None and other.projected_s() is None
-    assert "  405k: no measurement of this preset on this machine: not projected" in other.lines()
+    assert "  405k fp32: no measurement of this preset on this machine: not projected" in other.lines()
     assert other.lines()[-1] == "projected: unknown (no measurement of these presets on this machine)"
 
 

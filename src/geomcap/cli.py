@@ -280,7 +280,7 @@ def cmd_sweep(args) -> int:
                    steps=None if args.steps is None else parse_steps(args.steps), measures=args.measures,
                    **parse_settings(args.set))
     resolve_device(args.device)
-    _positive("--workers", args.workers), _positive("--pack", args.pack)
+    _positive("--workers", args.workers), _positive("--pack", args.pack), _positive("--threads", args.threads)
     the_plan = plan(configs, [args.root if args.root is not None else store.default_root()], workers=args.workers,
                     pack=args.pack)
     if not args.quiet:  # what it will train, what exists, and for how long, before anything trains

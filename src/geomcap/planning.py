@@ -36,8 +36,8 @@ class PlannedRun:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a sweep will do (:func:`plan`): its runs, the per-preset costs the projection used
-    (preset -> (seconds per step, seconds per checkpoint, where they were measured)), the workers."""
+    """What a sweep will do (:func:`plan`): its runs, the costs the projection used ((preset, precision) ->
+    :class:`StepCost`), the workers."""
     runs: list
     costs: dict
     workers: int
@@ -75,11 +75,14 @@ class Plan:
             steps = (f"~{r.steps} of {r.config.steps} steps (where its other seeds stopped)"
                      if r.steps < r.config.steps else f"{r.steps} steps")
             out.append(f"  {verb} {steps}, {_duration(r.seconds) if r.seconds is not None else 'no projection'}")
-        for preset in sorted({r.config.size for r in todo}):
-            cost = self.costs.get(preset)
-            out.append(f"  {preset}: " + (f"{cost[0]:.3f} s per training step, {cost[1]:.2f} s per checkpoint "
-                                          f"(measured: {cost[2]})" if cost else
-                                          "no measurement of this preset on this machine: not projected"))
+        for key in sorted({(r.config.size, r.config.precision) for r in todo}):
+            cost = self.costs.get(key)
+            step = ("" if cost is None else f"{cost.per_step_s:.3f} s per training step" if cost.line is None else
+                    f"{cost.line['intercept_s']:.3f} s + {1000 * cost.line['per_token_s']:.1f} ms per token of a "
+                    "sequence per training step")
+            out.append(f"  {key[0]} {key[1]}: " + (f"{step}, {cost.per_checkpoint_s:.2f} s per checkpoint "
+                                                   f"(measured: {cost.source})" if cost else
+                                                   "no measurement of this preset on this machine: not projected"))
         if any(r.config.measures for r in todo):
             out.append("  the costly measures (--measures) are not in the projection")
         known = [r for r in todo if r.seconds is not None]
@@ -117,9 +120,30 @@ def _stored_runs(roots) -> list[tuple[dict, dict]]:
     return found
 
 
+@dataclass(frozen=True)
+class StepCost:
+    """What one preset at one precision costs on this machine, one torch thread: ``per_step_s`` seconds per
+    training step (at any sequence length, or, with ``line``, at the length :func:`step_seconds` is given),
+    ``per_checkpoint_s`` seconds per checkpoint (evaluation and writing), ``source`` where they were measured.
+    ``line``: {"intercept_s", "per_token_s"}, seconds per step as a line in the sequence length
+    (``geomcap bench --parts scale``: :func:`geomcap.bench.scale.fit_seconds`)."""
+    per_step_s: float
+    per_checkpoint_s: float
+    source: str
+    line: dict | None = None
+
+    def step_seconds(self, seq_len: int) -> float:
+        """Seconds per step of a run whose sequences are ``seq_len`` tokens (prompt + answer - 1); the line
+        is never read below a tenth of its intercept (fitted on a few lengths, it is not trusted to reach 0)."""
+        if self.line is None:
+            return self.per_step_s
+        return max(self.line["intercept_s"] + self.line["per_token_s"] * seq_len, 0.1 * abs(self.line["intercept_s"]))
+
+
 def _bench_costs(cpu: str) -> dict:
-    """preset -> (s per step, s per checkpoint, source) from the benchmarks in data/bench (``geomcap bench``'s
-    ``geometry`` part) made on a CPU named ``cpu``."""
+    """(preset, precision) -> :class:`StepCost` from the benchmarks in data/bench made on a CPU named ``cpu``:
+    the ``scale`` part's one-thread lines (``geomcap bench --parts scale``), else the ``geometry`` part of a
+    bench run on one thread (float32, one length)."""
     import json
 
     costs = {}
@@ -133,20 +157,32 @@ def _bench_costs(cpu: str) -> dict:
         except (OSError, ValueError):
             continue
         machine = result.get("machine") or {}
-        if machine.get("cpu_model") != cpu or machine.get("device") != "cpu" or machine.get("torch_threads") != 1:
+        if machine.get("cpu_model") != cpu or machine.get("device") != "cpu":
+            continue
+        where = f"data/bench/{path.name} on {cpu}"
+        for row in (result.get("scale") or {}).get("presets", []):
+            for fit in row["fits"]:
+                if fit["threads"] == 1:
+                    costs[(row["preset"], fit["precision"])] = StepCost(
+                        fit["intercept_s"], row["eval_s"], where,
+                        {"intercept_s": fit["intercept_s"], "per_token_s": fit["per_token_s"]})
+        if machine.get("torch_threads") != 1:
             continue
         for row in (result.get("geometry") or {}).get("presets", []):
-            costs.setdefault(row["preset"], (row["ms_per_step"] / 1000, row["eval_s"],
-                                             f"data/bench/{path.name} on {cpu}"))
+            costs.setdefault((row["preset"], "fp32"), StepCost(row["ms_per_step"] / 1000, row["eval_s"], where))
     return costs
 
 
 def step_costs(stored, cpu: str | None = None) -> dict:
-    """preset -> (seconds per training step, seconds per checkpoint, where measured) on this machine: the
-    medians over the complete runs in ``stored`` (``_stored_runs``) that config.json says were trained on
-    a CPU of this model (``cpu``, default :func:`geomcap.store.cpu_model`), one torch thread, without costly
-    measures; else the benchmarks in data/bench made on it (``_bench_costs``)."""
+    """(preset, precision) -> :class:`StepCost` on this machine: the complete runs in ``stored``
+    (``_stored_runs``) that config.json says were trained on a CPU of this model (``cpu``, default
+    :func:`geomcap.store.cpu_model`), one torch thread, without costly measures, give the seconds per
+    checkpoint (their median), and the step where the benchmarks have no line for it (their median seconds
+    per step and token, times the run's length); else the benchmarks in data/bench made on it
+    (``_bench_costs``)."""
     import statistics
+
+    from geomcap.tasks import sequence_length
 
     cpu = cpu or store.cpu_model()
     per: dict = {}
@@ -157,12 +193,20 @@ def step_costs(stored, cpu: str | None = None) -> dict:
             continue
         steps = status.get("stopped_at") or config.get("steps")
         measuring = status.get("eval_s", 0) + status.get("write_s", 0)
-        per.setdefault(config["size"], []).append((status["train_s"] / max(steps, 1),
-                                                   measuring / status["checkpoints"]))
+        length = sequence_length(config["task"], config["level"], config.get("task_params"))
+        per.setdefault((config["size"], config.get("precision", "fp32")), []).append(
+            (status["train_s"] / max(steps, 1) / length, measuring / status["checkpoints"]))
     costs = _bench_costs(cpu)
-    for preset, pairs in per.items():
-        costs[preset] = (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs),
-                         f"{len(pairs)} run{'s' if len(pairs) != 1 else ''} on {cpu}")
+    for key, pairs in per.items():
+        source = f"{len(pairs)} run{'s' if len(pairs) != 1 else ''} on {cpu}"
+        per_checkpoint = statistics.median(p[1] for p in pairs)
+        bench = costs.get(key)
+        if bench is not None and bench.line is not None:
+            costs[key] = StepCost(bench.per_step_s, per_checkpoint, f"steps: {bench.source}; checkpoints: {source}",
+                                  bench.line)
+        else:
+            per_token = statistics.median(p[0] for p in pairs)
+            costs[key] = StepCost(per_token, per_checkpoint, source, {"intercept_s": 0.0, "per_token_s": per_token})
     return costs
 
 
@@ -180,6 +224,7 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     import statistics
 
     from geomcap.config import checkpoint_steps
+    from geomcap.tasks import sequence_length
 
     stores = [Path(s) for s in stores]
     if not stores:
@@ -201,11 +246,12 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
         steps = min(cfg.steps, int(statistics.median(like))) if like else cfg.steps
         reached = store.last_metrics_step(dirs[-1]) or 0
         seconds = None
-        if cfg.size in costs:
-            per_step, per_checkpoint, _ = costs[cfg.size]
+        cost = costs.get((cfg.size, cfg.precision))
+        if cost is not None:
             schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
             left = int(((schedule > reached) & (schedule <= steps)).sum())
-            seconds = float(max(steps - reached, 0) * per_step + left * per_checkpoint)
+            per_step = cost.step_seconds(sequence_length(cfg.task, cfg.level, cfg.task_params))
+            seconds = float(max(steps - reached, 0) * per_step + left * cost.per_checkpoint_s)
         runs.append(PlannedRun(cfg, dirs[-1], "resume" if reached else "train", steps, reached, seconds))
     return Plan(runs, costs, workers or os.cpu_count() or 1, pack, stores[-1])
 

@@ -319,6 +319,12 @@ def sequence_lengths(task: str, level: str, params: dict | None = None) -> tuple
     return 1 + sum(widths) + len(widths) - 1 + 1, _answer_len(task, params)
 
 
+def sequence_length(task: str, level: str, params: dict | None = None) -> int:
+    """Tokens a training step reads per sequence of a (task, level): prompt + answer - 1 (teacher forcing:
+    the last answer token is only a target)."""
+    return sum(sequence_lengths(task, level, params)) - 1
+
+
 # Longest prompt + answer over all tasks and levels of both tables (parity hard: 28 + 26).
 MAX_SEQ_LEN = max(sum(sequence_lengths(t, lv, table[t][lv])) for table in (LEVEL_TABLE, LEGACY_LEVEL_TABLE)
                   for t in TASKS for lv in LEVELS)

@@ -12,11 +12,12 @@ from geomcap import store, tasks
 from geomcap.bench.machine import _log, committed_results_dir, load_average, machine_info, matmul_peak, peak_dtype
 from geomcap.bench.measures import RANKME_D, RANKME_N, costly_cost, geometry_cost, llc_calibration, rankme_vs_naive
 from geomcap.bench.projections import check_targets, project_grid
+from geomcap.bench.scale import SCALE_PRESETS, scale_steps
 from geomcap.bench.step import PEERS, select_presets, thread_contention, throughput
 from geomcap.models import check_preset
 
 DEFAULT_PARTS = ("throughput", "geometry", "costly", "rankme")
-OPTIONAL_PARTS = ("threads", "llc_calibration")
+OPTIONAL_PARTS = ("threads", "llc_calibration", "scale")
 ALL_PARTS = DEFAULT_PARTS + OPTIONAL_PARTS
 
 
@@ -213,6 +214,10 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
 
             cfg = TrainConfig(task=task, level=level, steps=DEFAULT_LEVEL_STEPS[level])
             result[part] = llc_calibration(cfg, progress=progress, on_progress=partial)
+        elif part == "scale":  # the scale grid's presets unless --presets names others
+            scale_presets = SCALE_PRESETS if presets == "auto" else select_presets(presets, dev, 1.0, 1, 1)
+            result[part] = scale_steps(scale_presets, rounds=max(1, min(rounds, 3)), progress=progress,
+                                       on_progress=partial)
         result[part]["measured_at"] = now()
         result["part_seconds"][part] = time.perf_counter() - t0
         result["part_load_average"][part] = {"start": load0, "end": load_average()}
@@ -282,6 +287,15 @@ def figures_table(result: dict):
             f"{costly['run']['steps']} steps)", costly["run"]["run_share"], "ratio")
     for row in (result.get("rankme") or {}).get("sizes", []):
         add(f"RankMe {row['n']} x {row['d']} speedup over naive ({row['method']})", row["speedup"], "ratio")
+    for row in (result.get("scale") or {}).get("presets", []):
+        p = row["preset"]
+        for r in row["shapes"]:
+            add(f"{p} {r['task']}/{r['level']} (T={r['seq_len']}), {r['threads']} thread(s), {r['precision']}",
+                r["s_per_step"], "s/step")
+        for precision, d in row["threads_decision"].items():
+            add(f"{p} two runs on one thread / one run on two threads, {precision}", d["ratio_two_runs_to_one"],
+                "ratio of steps/s")
+        add(f"{p} one checkpoint, one thread", row["eval_s"], "s")
     book = result.get("book") or {}
     for label in ("cold", "warm"):
         if book.get(f"{label}_returncode") == 0:
