@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from geomcap import pythia, results, store
+from geomcap import results, store
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "claims.json"
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -25,7 +25,7 @@ FINDINGS = re.compile(r"(<!-- findings:start -->\n)(.*?)(\n<!-- findings:end -->
 def published():
     """The results page's table on data/runs (with the controls) and the first grid's table, C7 from the
     committed stand-in in both."""
-    c7 = pythia.c7_claim_from_store()
+    c7 = results.c7_from_store()
     tables = {}
     for name, root in (("runs", ""), ("runs-v1", store.committed_data("runs-v1"))):
         rows = results.task_claims_from_store(root)

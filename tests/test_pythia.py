@@ -300,7 +300,7 @@ def test_run_stores_resumes_and_skips_a_missing_revision(standin, small_benchmar
     assert sorted(runs["task"]) == ["capitals", "logical_deduction"]
     runs = pythia.load_benchmark_runs(tmp_path / "runs", model="standin")
     assert list(runs["task"]) == ["capitals", "logical_deduction"]  # benchmark order
-    table = pythia.gap_table(runs, results.load_metrics(runs), layers="all")
+    table = results.gap_table(runs, results.load_metrics(runs), layers="all")
     assert len(table) == 2 * 3 and table["final_layer"].sum() == 2
 
 
@@ -347,20 +347,20 @@ def test_summary_gap_matches_the_events_code():
     metrics = pd.DataFrame(rows, columns=store.METRIC_COLUMNS).assign(run="r", task="logical_deduction")
     runs = pd.DataFrame([{"run": "r", "model": "m", "task": "logical_deduction", "level": "hard",
                           "chance": 0.25, "tokens_per_step": 100}])
-    table = pythia.gap_table(runs, metrics)
+    table = results.gap_table(runs, metrics)
     row = table.iloc[0]
     p = events.precursor(steps, rank * 2, events.chance_corrected(acc, 0.25))
     assert row["layer"] == 1 and row["acquisition_step"] == p.acquisition_step == 4000
     assert row["transition_step"] == 1500 and row["gap_steps"] == 2500 and row["gap_tokens"] == 250_000
     assert row["gap_fraction"] == pytest.approx(2500 / 8000) and bool(row["is_precursor"])
-    c7 = pythia.claim_c7(table)
+    c7 = results.claim_c7(table)
     assert c7["claim"] == "C7" and c7["value"] == 2500 and "logical_deduction gap 2500 steps" in c7["ours"]
     with pytest.raises(ValueError, match="parameter layers"):
-        pythia.gap_table(runs, metrics, layers=[5])
+        results.gap_table(runs, metrics, layers=[5])
 
 
 def test_claim_from_the_committed_standin_says_it_is_not_pythia():
-    row = pythia.c7_claim_from_store()
+    row = results.c7_from_store()
     assert row["claim"] == "C7" and "NOT Pythia" in row["ours"]
     assert "logical_deduction" in row["ours"]
 

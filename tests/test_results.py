@@ -1,5 +1,7 @@
 """Tables across runs: loading, filtering, summaries, parameter validation."""
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +169,19 @@ def test_training_setting_names_only_what_changed():
     assert results.training_setting({**row, "warmup_steps": 0, "lr": 3e-4}) == "lr=0.0003, warmup_steps=0"
     assert results.training_setting({**row, "answer_order": "lsd"}) == "answer_order=lsd"
     assert results.training_setting({**row, "answer_order": float("nan")}) == "default"  # made before the field
+
+
+def test_the_analysis_reaches_neither_the_sweep_nor_the_sections():
+    """analysis/sensitivity imported sweep.SETTABLE_FIELDS, and analysis/selection's section_runs imported
+    sections.section_grid (the sweep's side) on a recompute: the analysis reached up to the sweep. Now what a
+    sweep may set is a flag of the parameter rows, and the runs a recompute asks for are passed in."""
+    code = ("import sys; from geomcap.analysis import selection, sensitivity; "
+            "row = dict(task='mod', level='hard', size='405k', seed=0, steps=3000, lr=3e-4, precision='bf16'); "
+            "assert sensitivity.training_setting(row) == 'lr=0.0003, precision=bf16', sensitivity.training_setting(row); "
+            "import inspect; assert 'geomcap.sections' not in inspect.getsource(selection); "
+            "loaded = [m for m in ('geomcap.sweep', 'geomcap.sections') if m in sys.modules]; assert not loaded, loaded")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def _summary(classes, rankme_leads, leads_loss, gap=5):
@@ -376,10 +391,10 @@ def test_claim_c7_from_a_pythia_table():
     table = pd.DataFrame({"level": ["hard", "easy", "easy"], "final_layer": True,
                           "acquisition_step": pd.array([4000, 100, 200], dtype="Int64"),
                           "is_precursor": [True, False, False], "gap_checkpoints": [3, 0, 0]})
-    assert results.claim_c7(table)["verdict"] == "reproduced"
-    assert results.claim_c7(table.assign(is_precursor=True))["verdict"] == "partly reproduced"
+    assert results.c7_verdict(table)["verdict"] == "reproduced"
+    assert results.c7_verdict(table.assign(is_precursor=True))["verdict"] == "partly reproduced"
     never = table.assign(acquisition_step=pd.array([None, 100, 200], dtype="Int64"))
-    assert results.claim_c7(never)["verdict"] == "not testable"
+    assert results.c7_verdict(never)["verdict"] == "not testable"
 
 
 def test_run_chance_from_a_minimal_config():
@@ -417,11 +432,11 @@ def test_analysis_and_claims_import_neither_torch_nor_training():
 def test_one_protocol_for_acquisition():
     import inspect
 
-    from geomcap import events, pythia
+    from geomcap import events
     threshold, patience = events.ACQUISITION_THRESHOLD, events.ACQUISITION_PATIENCE
     assert (events.PROTOCOL["acquisition_threshold"], events.PROTOCOL["acquisition_patience"]) == (threshold, patience)
     for f in (events.acquisition_step, events.precursor, events.summarize_run, events.confirmed_events,
-              results.probe_table, pythia.gap_table):
+              results.probe_table, results.gap_table):
         defaults = inspect.signature(f).parameters
         assert (defaults["threshold"].default, defaults["patience"].default) == (threshold, patience), f
 
@@ -434,6 +449,17 @@ def test_the_claims_table_has_every_claim_c7_included(store_root):
     assert all(results.RULES[row["claim"]] == row["rule"] for row in rows if row["rule"])
 
 
+def test_the_claims_table_does_not_load_torch(store_root):
+    """The claims table reads the store only: C7's row included (the Pythia runs are read through
+    geomcap.analysis, not geomcap.pythia's loaders). In a fresh interpreter, so that nothing imported here counts."""
+    code = ("import sys, geomcap.claims; rows = geomcap.claims.claims_from_store(sys.argv[1]); "
+            "assert [r['claim'] for r in rows] == [f'C{i}' for i in range(1, 9)]; "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'transformers'))))")
+    result = subprocess.run([sys.executable, "-c", code, str(store_root)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_pythia_difficulty_cutoffs_are_read_in_the_models_revision_steps():
     from geomcap import config
 
@@ -443,7 +469,6 @@ def test_pythia_difficulty_cutoffs_are_read_in_the_models_revision_steps():
     assert easy == pytest.approx(143_000 * results.EASY_MAX_STEP / results.REFERENCE_STEPS) and hard > easy
     # a benchmark at chance until revision 4000, then acquired: hard for a model trained 8,000 steps (after a
     # plateau over all of the steps before), easy for one trained 143,000 (within its first 5,362.5)
-    from geomcap import pythia
     steps = np.concatenate([np.arange(20), np.arange(1000, 8001, 500)])
     acc = np.where(steps < 4000, 0.25, 0.9)
     rows = [(s, -1, "accuracy", a) for s, a in zip(steps, acc)]
@@ -451,9 +476,9 @@ def test_pythia_difficulty_cutoffs_are_read_in_the_models_revision_steps():
     metrics = pd.DataFrame(rows, columns=store.METRIC_COLUMNS).assign(run="r")
     runs = pd.DataFrame([{"run": "r", "model": "m", "task": "b", "level": "easy", "chance": 0.25,
                           "tokens_per_step": 1, "steps": 8000}])
-    table = pythia.gap_table(runs, metrics)
+    table = results.gap_table(runs, metrics)
     assert table["plateau_fraction"].iloc[0] == 1.0 and table["data_class"].tolist() == ["hard"]
-    assert pythia.gap_table(runs.assign(steps=143_000), metrics)["data_class"].tolist() == ["easy"]
+    assert results.gap_table(runs.assign(steps=143_000), metrics)["data_class"].tolist() == ["easy"]
 
 
 def test_not_acquired_table_diagnoses_memorised_and_underfit():

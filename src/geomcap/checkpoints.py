@@ -17,16 +17,12 @@ import numpy as np
 import torch
 
 from geomcap import store
+from geomcap.store import CheckpointUnavailable
 from geomcap.monitor import GeometryMonitor
 
 __all__ = ["measure_checkpoints", "checkpoint_folders", "read_prompts", "check_out", "context_length",
            "fitting_prompts", "load_pretrained", "default_dtype", "quiet_transformers", "CheckpointUnavailable",
            "CHECKPOINTS_FILE"]
-
-
-class CheckpointUnavailable(Exception):
-    """A checkpoint cannot be loaded: absent or unreadable, or its weights are incomplete or non-finite
-    (``geomcap.pythia.RevisionUnavailable`` is this class: a Pythia revision that cannot be loaded)."""
 
 
 def default_dtype(device) -> torch.dtype:
@@ -55,7 +51,7 @@ def load_pretrained(source, *, model_class=None, device="cpu", dtype=None, what=
 
     Raises
     ------
-    geomcap.checkpoints.CheckpointUnavailable
+    geomcap.store.CheckpointUnavailable
         The checkpoint is absent or unreadable, or its weights are incomplete
         (missing tensors) or non-finite; the message says which.
     """

@@ -426,7 +426,7 @@ def cmd_pythia(args) -> int:
 
         metrics = results.load_metrics(runs)
         layers = args.layers if args.layers in ("final", "all") else [int(x) for x in args.layers.split(",")]
-        table = pythia.gap_table(runs, metrics, layers=layers)
+        table = results.gap_table(runs, metrics, layers=layers)
         columns = ["model", "benchmark", "level", "layer", "final_accuracy", "acquisition_step", "transition_step",
                    "gap_steps", "gap_tokens", "is_precursor"]
         print(table[columns].to_string(index=False))

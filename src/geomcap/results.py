@@ -61,7 +61,7 @@ from geomcap.claims.c5 import (
 from geomcap.claims.c6 import (
     acquired_during_collapse, claim_c6)
 from geomcap.claims.c7 import (
-    REFERENCE_STEPS, c7_from_store, c7_verdict as claim_c7, revision_cutoffs)
+    REFERENCE_STEPS, c7_from_store, c7_verdict, claim_c7, gap_table, revision_cutoffs)
 from geomcap.claims.c8 import (
     MIN_SIZE_RATIO, RHO_PARTLY, check_one_run_per_key, claim_c8, proxy_pairs, size_ratio, timing_concordance,
     trajectory_correlation)
@@ -90,6 +90,7 @@ __all__ = [
     "glue_values", "verdict_table", "findings_markdown", "size_ratio", "CONTROLS", "load_arms",
     "analyse_claims", "claims_from_analysis", "task_claims_from_store", "EFFECT_COLUMNS", "claim_effects",
     "book_table", "claim_rows", "claims_from_store", "c7_from_store", "revision_cutoffs", "REFERENCE_STEPS",
+    "c7_verdict", "gap_table",
 ]
 
 

@@ -108,6 +108,13 @@ def run_dir_for(config: dict, root: str | Path | None = None) -> Path:
     return Path(root if root is not None else default_root()) / config_hash(config)
 
 
+class CheckpointUnavailable(Exception):
+    """A checkpoint cannot be loaded: absent or unreadable, or its weights are incomplete or non-finite
+    (raised by :func:`geomcap.checkpoints.load_pretrained`; ``geomcap.pythia.RevisionUnavailable`` is this
+    class: a Pythia revision that cannot be loaded). Defined here, beside the store's other errors, so that
+    the names of Pythia's revisions need no loader."""
+
+
 class RunLockedError(RuntimeError):
     """The run directory is being written by another process: ``run_dir`` (a Path) and ``owner`` (its
     lock file's "pid N on HOST") say which and by whom."""

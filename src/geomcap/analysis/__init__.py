@@ -16,7 +16,9 @@ about, and from the runs of a store to tables. One module per part:
 * :mod:`~geomcap.analysis.costs`, :mod:`~geomcap.analysis.sensitivity`,
   :mod:`~geomcap.analysis.memorisation`, :mod:`~geomcap.analysis.twins` -- the measures' cost, the sensitivity
   grid, memorisation before generalisation, twins;
-* :mod:`~geomcap.analysis.display` -- tables as the book shows them.
+* :mod:`~geomcap.analysis.display` -- tables as the book shows them;
+* :mod:`~geomcap.analysis.pythia_revisions`, :mod:`~geomcap.analysis.pythia_runs` -- Pythia's revision names and
+  the stored Pythia runs (C7), read without the loaders of :mod:`geomcap.pythia`.
 
 The claims and their verdicts are :mod:`geomcap.claims`'. :mod:`geomcap.events` and :mod:`geomcap.results`
 import these names for readers of the previous layout.

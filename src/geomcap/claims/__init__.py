@@ -8,3 +8,7 @@
 Nothing here imports torch, the training loop or the sweep; the runs are read from the store
 (:mod:`geomcap.analysis`). :mod:`geomcap.results` imports these names for readers of the previous layout.
 """
+
+from geomcap.claims.table import claims_from_store, verdict_table  # noqa: E402 (the table, by the package's name)
+
+__all__ = ["claims_from_store", "verdict_table"]

@@ -1,8 +1,7 @@
 """C7: on Pythia (or the offline stand-in), RankMe precedes the hard benchmark's acquisition and no easy
 diagnostic's: the gap table per benchmark and layer, the claim's text, its rule and its verdict.
 
-Reading the stored Pythia runs (:func:`geomcap.results.c7_from_store`) goes through :mod:`geomcap.pythia`, whose
-package also holds the loaders of checkpoints (torch); everything else here reads tables only.
+The stored Pythia runs are read through :mod:`geomcap.analysis.pythia_runs` (torch-free, as everything here).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from geomcap.analysis.acquisition import plateau_fraction
 from geomcap.analysis.collapse import collapse
 from geomcap.analysis.difficulty import EASY_MAX_STEP, HARD_MIN_STEP, difficulty_class
 from geomcap.analysis.protocol import ACQUISITION_PATIENCE, ACQUISITION_THRESHOLD
+from geomcap.analysis.pythia_runs import model_runs, select_metrics
 from geomcap.analysis.runs import load_metrics
 from geomcap.analysis.selection import check_layers
 from geomcap.analysis.series import chance_corrected, layer_matrix, tidy_series
@@ -107,10 +107,10 @@ def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure
 
 
 def c7_verdict(table: pd.DataFrame | None = None) -> dict:
-    """C7's verdict (its rule: :data:`~geomcap.claims.table.RULES`) from a gap table (:func:`geomcap.pythia.gap_table`:
+    """C7's verdict (its rule: :data:`~geomcap.claims.table.RULES`) from a gap table (:func:`gap_table`:
     one row per benchmark and layer, with ``level``, ``final_layer``, ``acquisition_step``, ``is_precursor``,
     ``gap_checkpoints``), as a claim row whose text counts the hard benchmark's precursors and the easy ones';
-    :func:`geomcap.pythia.claim_c7` words it per benchmark."""
+    :func:`claim_c7` words it per benchmark."""
     if table is None or table.empty:
         return claim_row("C7", "no Pythia run", rule=RULE)
     final = table[table["final_layer"].astype(bool)]
@@ -126,11 +126,13 @@ def c7_verdict(table: pd.DataFrame | None = None) -> dict:
     return claim_row("C7", text, float(k / n), verdict, RULE)
 
 
-def claim_c7(table: pd.DataFrame) -> dict:
-    """The C7 row of the claims table from a :func:`geomcap.pythia.gap_table`: who was measured (the stand-in is
-    named as such), each hard benchmark's gap at the final layer (or why there is none), and how many easy
-    benchmarks show a precursor; the verdict by :func:`geomcap.results.claim_c7`. The value is the hard gap in
-    steps (NaN when undefined)."""
+def claim_c7(table: pd.DataFrame | None = None) -> dict:
+    """The C7 row of the claims table from a :func:`gap_table` (None: no Pythia run): who was measured (the
+    stand-in is named as such), each hard benchmark's gap at the final layer (or why there is none), and how many
+    easy benchmarks show a precursor; the verdict by :func:`c7_verdict`. The value is the hard gap in steps (NaN
+    when undefined)."""
+    if table is None:
+        return c7_verdict(None)
     final = table[table["final_layer"]] if len(table) else table
     if final.empty:
         return claim_row("C7", "no benchmark selected")
@@ -155,10 +157,8 @@ def claim_c7(table: pd.DataFrame) -> dict:
 
 
 def c7_from_store(model: str = "standin", root="") -> dict:
-    """The C7 row (:func:`geomcap.pythia.claim_c7`) from the stored metrics of ``model`` at every stored revision, final
-    layer (``root`` "" as in :func:`geomcap.pythia.section_root`: the committed stand-in's by default). Reads
-    only; imports :mod:`geomcap.pythia` (and so torch) when called."""
-    from geomcap import pythia  # the Pythia store's reader lives beside its loaders
-
-    runs = pythia.model_runs(model, "all", root)
-    return claim_c7(gap_table(runs, pythia.select_metrics(load_metrics(runs), "all")))
+    """The C7 row (:func:`claim_c7`) from the stored metrics of ``model`` at every stored revision, final
+    layer (``root`` "" as in :func:`geomcap.pythia.section_root`: the committed stand-in's by
+    default). Reads only."""
+    runs = model_runs(model, "all", root)
+    return claim_c7(gap_table(runs, select_metrics(load_metrics(runs), "all")))

@@ -14,7 +14,7 @@ def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
     layers of ``table`` (right axis, one colour per layer) against the revision's training step.
 
     metrics: tidy table with a ``task`` column (the benchmark), e.g. ``results.load_metrics``;
-    table: :func:`geomcap.pythia.gap_table`. Vertical lines: acquisition (red, solid) and the
+    table: :func:`geomcap.results.gap_table`. Vertical lines: acquisition (red, solid) and the
     deepest shown layer's ``measure`` transition (blue, dashed).
     """
     import pandas as pd
@@ -64,7 +64,7 @@ def pythia_gaps(table, paper_gap_steps: int = paper.CLAIMS["C7"]["values"]["gap_
                 paper_last_step: int = paper.CLAIMS["C7"]["values"]["training_steps"]):
     """The precursor gap (acquisition - transition) of each benchmark as a fraction of the run's
     training steps, beside the paper's (~49K of Pythia-2.8B's 143K steps on logical deduction).
-    One marker per benchmark and layer of ``table`` (:func:`geomcap.pythia.gap_table`);
+    One marker per benchmark and layer of ``table`` (:func:`geomcap.results.gap_table`);
     benchmarks never acquired have no gap and are listed under the axis."""
     import pandas as pd
 

@@ -4,7 +4,9 @@ The paper's Pythia validation: for each training revision of a Pythia model,
 the accuracy on seven easy diagnostics and one hard logical-deduction task
 (:mod:`geomcap.diagnostics`) and the RankMe of the hidden states at the scored
 position, per layer; then acquisition and the RankMe precursor gap with the
-same events code as the algorithmic runs (:mod:`geomcap.events`).
+same events code as the algorithmic runs (:mod:`geomcap.events`). The names of the revisions and the readers
+of the stored runs are :mod:`geomcap.analysis`'s (torch-free, importable from here as well); the gap table and
+C7's row are :mod:`geomcap.claims.c7`'s.
 
     from geomcap import pythia
     pythia.run("EleutherAI/pythia-160m", revisions="log", root="data/pythia/runs")   # the hub
@@ -52,25 +54,26 @@ is loaded; rerunning skips what is stored, so an interrupted run resumes.
 
 from __future__ import annotations
 
-from __future__ import annotations
-
-from geomcap.pythia.loading import default_dtype, delete_cached_revision, load_pretrained, load_revision, load_tokenizer
-from geomcap.pythia.revisions import (HUB_NAME, REVISIONS, SCHEDULE_STEPS, SIZES, STANDIN_FILE, STANDIN_NAME,
-                                      TOKENS_PER_STEP, RevisionUnavailable, available_revisions, check_model,
-                                      local_revisions, model_label, revision_step, select_revisions, standin_info)
-from geomcap.pythia.runs import MEASURES, SCORING, check_benchmarks, committed_runs_root, run, run_config
+from geomcap.analysis.pythia_revisions import (HUB_NAME, REVISIONS, SCHEDULE_STEPS, SIZES, STANDIN_FILE, STANDIN_NAME,
+                                               TOKENS_PER_STEP, available_revisions, check_model, local_revisions,
+                                               model_label, revision_name, revision_step, select_revisions,
+                                               standin_info)
+from geomcap.analysis.pythia_runs import (CPU_FORWARD_SECONDS, check_benchmarks, check_section, committed_runs_root,
+                                          cost_estimate, describe, load_benchmark_runs, model_runs, section_root,
+                                          select_metrics, timing_table)
+from geomcap.analysis.selection import check_layers
+from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, load_pretrained,
+                                    load_revision, load_tokenizer)
+from geomcap.pythia.runs import MEASURES, SCORING, run, run_config
 from geomcap.pythia.scoring import Scores, accuracy, benchmark_rows, encode_items, fitting_items, score_items
 from geomcap.pythia.standin import (STANDIN_BUILD_KEYS, build_standin, standin_corpus, standin_steps,
                                     train_tokenizer)
-from geomcap.pythia.tables import (CPU_FORWARD_SECONDS, check_layers, check_section, claim_c7, c7_claim_from_store,
-                                   cost_estimate, describe, gap_table, load_benchmark_runs, model_runs,
-                                   section_root, select_metrics, timing_table)
 
 __all__ = [
-    # names and schedule, sources
+    # names and schedule, sources (geomcap.analysis.pythia_revisions)
     "SCHEDULE_STEPS", "REVISIONS", "TOKENS_PER_STEP", "SIZES", "STANDIN_NAME", "RevisionUnavailable",
-    "revision_step", "check_model", "model_label", "local_revisions", "available_revisions", "select_revisions",
-    "standin_info",
+    "revision_step", "revision_name", "check_model", "model_label", "local_revisions", "available_revisions",
+    "select_revisions", "standin_info",
     # loading
     "load_tokenizer", "load_revision", "load_pretrained", "default_dtype", "delete_cached_revision",
     # scoring
@@ -79,8 +82,7 @@ __all__ = [
     "MEASURES", "committed_runs_root", "check_benchmarks", "run_config", "run",
     # the offline stand-in
     "build_standin", "standin_corpus", "standin_steps", "train_tokenizer",
-    # analysis: reads the store only
-    "load_benchmark_runs", "check_layers", "gap_table", "claim_c7", "c7_claim_from_store", "section_root",
-    "check_section", "model_runs", "select_metrics", "timing_table", "describe", "CPU_FORWARD_SECONDS",
-    "cost_estimate",
+    # reading the store (geomcap.analysis.pythia_runs, torch-free); C7's gap table and row: geomcap.claims.c7
+    "load_benchmark_runs", "check_layers", "section_root", "check_section", "model_runs", "select_metrics",
+    "timing_table", "describe", "CPU_FORWARD_SECONDS", "cost_estimate",
 ]

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import torch
 
+from geomcap.analysis.pythia_revisions import check_model, local_revisions, revision_name
 from geomcap.checkpoints import default_dtype, load_pretrained, quiet_transformers
-from geomcap.pythia.revisions import RevisionUnavailable, _revision, check_model, local_revisions
+from geomcap.store import CheckpointUnavailable
+
+#: a revision that cannot be loaded: absent from the hub or the root, or broken (the exception of any
+#: unloadable checkpoint, :class:`geomcap.store.CheckpointUnavailable`)
+RevisionUnavailable = CheckpointUnavailable
 
 
 def load_tokenizer(model, cache_dir=None):
@@ -37,14 +42,14 @@ def load_revision(model, revision: str, cache_dir=None, device="cpu", dtype=None
 
     Raises
     ------
-    geomcap.checkpoints.CheckpointUnavailable
+    geomcap.store.CheckpointUnavailable
         (``RevisionUnavailable``) The revision is absent (no such branch or folder), or its weights are
         incomplete (missing tensors) or non-finite; the message says which.
     """
     from transformers import GPTNeoXForCausalLM
 
     quiet_transformers()
-    revision = _revision(revision)
+    revision = revision_name(revision)
     device = torch.device(device)
     dtype = default_dtype(device) if dtype is None else dtype
     source = check_model(model)

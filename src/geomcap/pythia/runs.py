@@ -12,34 +12,17 @@ import torch
 
 from geomcap import diagnostics, store
 from geomcap.models import resolve_device
-from geomcap.pythia.loading import default_dtype, delete_cached_revision, load_revision, load_tokenizer
-from geomcap.pythia.revisions import (SCHEDULE_STEPS, TOKENS_PER_STEP, RevisionUnavailable, available_revisions,
-                                     check_model, model_label, revision_step, select_revisions, standin_info)
+from geomcap.analysis.pythia_revisions import (SCHEDULE_STEPS, TOKENS_PER_STEP, available_revisions, check_model,
+                                               model_label, revision_step, select_revisions, standin_info)
+from geomcap.analysis.pythia_runs import check_benchmarks, committed_runs_root
+from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, load_revision,
+                                    load_tokenizer)
 from geomcap.pythia.scoring import benchmark_rows, encode_items, fitting_items, score_items
 from geomcap.pythia.standin import STANDIN_BUILD_KEYS
 
 #: bump when the scoring changes: it is part of every run's config
 SCORING = "loglik-v1: <|endoftext|> + context + choice, right padding; sum and per byte; pairs whole sentence"
 MEASURES = ("accuracy", "accuracy_norm", "nll", "rankme", "rankme_centred")
-
-
-def committed_runs_root() -> Path:
-    """The committed Pythia run store: data/pythia/runs (:func:`geomcap.store.committed_data`)."""
-    return store.committed_data("pythia", "runs")
-
-
-def check_benchmarks(benchmarks) -> list[str]:
-    if isinstance(benchmarks, str):
-        benchmarks = list(diagnostics.BENCHMARKS) if benchmarks == "all" else \
-            [b.strip() for b in benchmarks.split(",") if b.strip()]
-    benchmarks = list(benchmarks)
-    for b in benchmarks:
-        if b not in diagnostics.BENCHMARKS:
-            raise ValueError(f"benchmarks: unknown benchmark {b!r}; choose from: "
-                             f"{', '.join(diagnostics.BENCHMARKS)} (or all)")
-    if not benchmarks:
-        raise ValueError("benchmarks: empty selection")
-    return benchmarks
 
 
 def run_config(model, benchmark: str, label: str | None = None, benchmark_dir=None) -> dict:

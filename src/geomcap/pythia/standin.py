@@ -11,10 +11,10 @@ import numpy as np
 import torch
 
 from geomcap import diagnostics, store
+from geomcap.analysis.pythia_revisions import STANDIN_FILE, STANDIN_NAME, standin_info
 from geomcap.checkpoints import quiet_transformers
 from geomcap.config import lr_schedule
 from geomcap.models import LogitsOnly
-from geomcap.pythia.revisions import STANDIN_FILE, STANDIN_NAME, standin_info
 from geomcap.store import check_writable
 from geomcap.train import make_optimizer, train_step
 

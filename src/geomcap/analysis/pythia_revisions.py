@@ -1,4 +1,8 @@
-"""Pythia's names and checkpoint schedule, and where a model's revisions come from (hub or local root)."""
+"""Pythia's names and checkpoint schedule, and where a model's revisions come from (hub or local root).
+
+Names only: nothing here loads a checkpoint or imports torch (the loaders are :mod:`geomcap.pythia`'s), so that
+reading the stored Pythia runs (:mod:`geomcap.analysis.pythia_runs`) stays torch-free.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-
-from geomcap.checkpoints import CheckpointUnavailable
 
 #: Pythia's 154 checkpoints: step0, the log-spaced step1 .. step512, then every 1000 steps to 143000
 SCHEDULE_STEPS = (0,) + tuple(2 ** k for k in range(10)) + tuple(range(1000, 143_001, 1000))
@@ -23,10 +25,6 @@ STANDIN_FILE = "standin.json"
 STANDIN_NAME = "standin"
 
 
-#: a revision that cannot be loaded: absent from the hub or the root, or broken (the exception of any
-#: unloadable checkpoint, :class:`geomcap.checkpoints.CheckpointUnavailable`)
-RevisionUnavailable = CheckpointUnavailable
-
 def revision_step(revision: str) -> int:
     """``"step3000" -> 3000``; ValueError for anything else (``main`` included: name the step)."""
     match = re.fullmatch(r"step(\d+)", str(revision))
@@ -35,8 +33,8 @@ def revision_step(revision: str) -> int:
     return int(match.group(1))
 
 
-def _revision(value) -> str:
-    """A revision name from 'step1000', '1000' or 1000."""
+def revision_name(value) -> str:
+    """A revision name from 'step1000', '1000' or 1000; ValueError for anything else."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
         return f"step{int(value)}"
     text = str(value).strip()
@@ -70,7 +68,7 @@ def check_model(model) -> str:
 
 
 def standin_info(model) -> dict | None:
-    """The ``standin.json`` of a local root built by :func:`build_standin`, else None."""
+    """The ``standin.json`` of a local root built by :func:`geomcap.pythia.build_standin`, else None."""
     path = Path(str(model)).expanduser() / STANDIN_FILE
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -130,7 +128,7 @@ def select_revisions(spec, available) -> list[str]:
     if not names:
         raise ValueError("revisions: empty selection")
     try:
-        chosen = sorted({_revision(r) for r in names}, key=revision_step)
+        chosen = sorted({revision_name(r) for r in names}, key=revision_step)
     except ValueError as exc:
         raise ValueError(f"revisions: {exc}; or use all, log, every:K") from None
     if list(available) == list(REVISIONS):

@@ -1,5 +1,6 @@
-"""Analysis of the stored Pythia runs: the notebook's tables (timings, cost) and its selection; C7's gap table and
-row are :mod:`geomcap.claims.c7`'s (importable from here as before)."""
+"""The stored Pythia runs, read without torch: the benchmark runs of a model, notebook 06's run store and
+selection, its timing and cost tables. Computing them is :func:`geomcap.pythia.run`'s; C7's gap table and row
+are :mod:`geomcap.claims.c7`'s."""
 
 from __future__ import annotations
 
@@ -9,14 +10,31 @@ import numpy as np
 import pandas as pd
 
 from geomcap import diagnostics, store
+from geomcap.analysis.pythia_revisions import (STANDIN_NAME, available_revisions, check_model, model_label,
+                                               revision_step, select_revisions)
 from geomcap.analysis.runs import load_runs
-from geomcap.analysis.selection import check_layers  # noqa: F401 (pythia.check_layers, as before)
-from geomcap.claims.c7 import (  # noqa: F401 (C7's table and row, by their names here as before)
-    c7_from_store as c7_claim_from_store, claim_c7, gap_table)
 from geomcap.parameters import ParameterError
-from geomcap.pythia.revisions import (STANDIN_NAME, available_revisions, check_model, model_label, revision_step,
-                                     select_revisions)
-from geomcap.pythia.runs import check_benchmarks, committed_runs_root
+
+
+def committed_runs_root() -> Path:
+    """The committed Pythia run store: data/pythia/runs (:func:`geomcap.store.committed_data`)."""
+    return store.committed_data("pythia", "runs")
+
+
+def check_benchmarks(benchmarks) -> list[str]:
+    """Benchmark names from "all", a comma-separated string or a list, in the order given; ValueError naming
+    the parameter for an unknown one or an empty selection."""
+    if isinstance(benchmarks, str):
+        benchmarks = list(diagnostics.BENCHMARKS) if benchmarks == "all" else \
+            [b.strip() for b in benchmarks.split(",") if b.strip()]
+    benchmarks = list(benchmarks)
+    for b in benchmarks:
+        if b not in diagnostics.BENCHMARKS:
+            raise ValueError(f"benchmarks: unknown benchmark {b!r}; choose from: "
+                             f"{', '.join(diagnostics.BENCHMARKS)} (or all)")
+    if not benchmarks:
+        raise ValueError("benchmarks: empty selection")
+    return benchmarks
 
 
 def load_benchmark_runs(root=None, model=None, benchmarks="all") -> pd.DataFrame:
@@ -54,7 +72,7 @@ def check_section(model="standin", revisions="all", benchmarks="all", root="",
     ``model``: "standin" (the stand-in's committed metrics), a hub name or a local checkpoint
     root. Bad values raise ``ParameterError`` naming the parameter.
     Reads and computes nothing: computing a model's metrics is the notebook's own call of
-    :func:`run`, reading them :func:`model_runs`.
+    :func:`geomcap.pythia.run`, reading them :func:`model_runs`.
     """
     try:
         check_benchmarks(benchmarks)
@@ -77,7 +95,7 @@ def check_section(model="standin", revisions="all", benchmarks="all", root="",
 def model_runs(model="standin", benchmarks="all", root="") -> pd.DataFrame:
     """The stored runs of one model, one row per benchmark (:func:`load_benchmark_runs`), from
     ``root`` (:func:`section_root`). ``model``: "standin", a hub name or a local root (its runs
-    are stored under its label, :func:`run`). Reads only; ValueError when none is stored."""
+    are stored under its label, :func:`geomcap.pythia.run`). Reads only; ValueError when none is stored."""
     root = section_root(model, root)
     name = STANDIN_NAME if model == STANDIN_NAME else model_label(model)[0]
     runs = load_benchmark_runs(root, model=name, benchmarks=benchmarks)
