@@ -242,6 +242,40 @@ def test_streamed_collapse_is_reported_once_certain_and_never_revised(caplog):
     assert monitor._confirmed_collapse(s[:floor_at], v[:floor_at])["floor_step"] is None
 
 
+def test_the_monitor_raises_the_alarms_of_the_book_s_rule_live_with_what_they_were_worth(caplog):
+    """After the collapse has recovered the monitor watches each series with the alarm rule the book scores:
+    a later drop of the spectrum's spread raises one alarm on RankMe at the step it becomes certain, the same
+    alarm the rule finds on the whole series, logged with the share of such alarms the book found followed
+    by acquisition, and sent to the writer."""
+    d = 16
+    x = torch.linalg.qr(torch.randn(64, d, generator=torch.Generator().manual_seed(0)))[0] * 8
+    layer, writer = Spectrum(d), Writer()
+    mon = GeometryMonitor(torch.nn.Sequential(layer), x, layers=["0"], writer=writer)
+    mon._precision = {"horizon": 500, "signals": {"rankme": {"precision": 0.25, "alarms": 8, "hits": 2}}}
+    steps, k = synthetic_rankme_curve()
+    steps = steps + list(range(steps[-1] + 25, 1600, 25))
+    k = k + [0.8] * (len(steps) - len(k))
+    k = [0.1 if step >= 1100 else spread for step, spread in zip(steps, k)]  # the spread falls for good at 1100
+    with caplog.at_level(logging.INFO, logger="geomcap.monitor"):
+        for step, spread in zip(steps, k):
+            with torch.no_grad():
+                layer.s.copy_(torch.tensor([1.0] + [spread] * (d - 1)))
+            mon.record(step)
+    start = mon.armed_from()
+    assert start == 300
+    s, v = mon.final_rankme
+    offline = events.alarms(s, v, start=start, layer=0)
+    live = [a for a in mon.alarms if a["measure"] == "rankme"]
+    assert [a.step for a in offline] == [a["step"] for a in live] and len(live) == 1
+    assert 1100 <= live[0]["step"] <= 1200 and live[0]["side"] == -1
+    assert live[0]["note"] == ("in this book's hard runs, 25% of rankme's alarms (2 of 8) were followed by "
+                               "acquisition within 500 steps")
+    assert mon.events["alarms"] == mon.alarms
+    assert ("geometry/alarms/rankme/layer_0", -1.0, live[0]["step"]) in writer.calls
+    assert any("alarm on rankme layer 0" in r.getMessage() and "25% of rankme" in r.getMessage()
+               for r in caplog.records)
+
+
 # --------------------------------------------------------------------- Hugging Face Trainer
 
 

@@ -43,7 +43,9 @@ from geomcap.analysis.acquisition import (
 from geomcap.analysis.collapse import (
     Collapse, collapse, confirmed_events, reading_start)
 from geomcap.analysis.transition import (
-    Precursor, precursor, transition_step)
+    Precursor, departure, precursor, transition_step)
+from geomcap.analysis.alarms import (
+    ALARM_RULE, Alarm, alarms, first_alarm_step, run_alarms)
 from geomcap.analysis.topdown import (
     TopDown, layer_collapse_step, top_down)
 from geomcap.analysis.summary import (
@@ -54,6 +56,7 @@ __all__ = [
     "MIN_RELATIVE_DROP", "LAYER_FRACTION", "MIN_TOP_DOWN_LAYERS", "TRANSITION_BASELINE", "TRANSITION_SIGMAS",
     "TRANSITION_MIN_CHANGE", "TRANSITION_HOLD", "MIN_LEAD_CHECKPOINTS", "READING_START", "PLATEAU_LEVEL",
     "acquisition_step", "Collapse", "collapse", "confirmed_events", "transition_step", "reading_start",
+    "departure", "ALARM_RULE", "Alarm", "alarms", "first_alarm_step", "run_alarms",
     "trailing_median", "layer_collapse_step", "plateau_fraction", "Precursor", "precursor", "TopDown",
     "top_down", "tidy_series", "layer_matrix", "final_layer", "final_layer_rows", "rolling_median",
     "chance_corrected", "spearman", "summarize_run", "format_summary", "PRECURSOR_MEASURES",

@@ -54,6 +54,16 @@ it equals what :func:`geomcap.events.collapse` finds on the whole series, so a
 reader of a live run sees only what is certain. ``monitor.events`` holds it;
 the ``geomcap.monitor`` logger logs one line per event; a ``writer`` and the
 Trainer's log get ``geometry/events/...`` scalars. Saved checkpoint series: :mod:`geomcap.checkpoints`.
+
+Alarms (no look-ahead either). Once the reading is armed (the collapse window is over and the collapse, if
+there was one, has recovered: :func:`geomcap.events.reading_start`), every recorded series (each layer's
+RankMe, mean-energy share and probe accuracy, and the test loss) is watched by the alarm rule of
+:func:`geomcap.events.alarms`, the one the book scores as a forecast: an alarm is raised at the step where
+a departure from the series' course becomes certain, and the rule re-arms after it. Each alarm is in
+``monitor.alarms`` (and ``monitor.events["alarms"]``), logged as one line that says what such an alarm was
+worth in this book's hard runs (:func:`geomcap.analysis.forecast.alarm_note`: the share followed by
+acquisition within the verdict's horizon), and sent as ``geometry/alarms/<measure>[/layer_<k>]`` (value +1
+above the course, -1 below) to the writer and the Trainer's log.
 """
 
 from __future__ import annotations
@@ -64,12 +74,14 @@ import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import torch
 
 from geomcap import events, recorders, store
+from geomcap.analysis.forecast import alarm_note, alarm_precision
 from geomcap.config import checkpoint_steps
 
 try:  # the callback needs transformers (pip install geomcap[monitor]); the monitor does not
@@ -90,6 +102,8 @@ RECOVERY_FIELDS = ("recovery_step", "recovery_certain_step")
 #: the measures a monitor records per layer (``probe_accuracy`` with labels), computed by the recorders of
 #: geomcap's own runs (:func:`geomcap.recorders.state_rows`)
 MONITORED = ("rankme", "mean_energy_share", "probe_accuracy")
+#: the series the alarms watch: every layer of the monitored measures, and the test loss (with labels)
+ALARMED = (*MONITORED, "test_loss")
 #: the fields of ``monitor.events`` (``layer`` = the final layer; the others None until that event is certain)
 EVENT_FIELDS = ("layer", *FLOOR_FIELDS, *RECOVERY_FIELDS)
 
@@ -354,6 +368,9 @@ class GeometryMonitor:
         self._rows: list[tuple[int, int, str, float]] = []
         self._rankme_final: list[tuple[int, float]] = []
         self._events = dict.fromkeys(EVENT_FIELDS)
+        self._series: dict[tuple[str, int], tuple[list, list]] = {}  # (measure, layer) -> (steps, values)
+        self._alarms: list[dict] = []
+        self._precision = alarm_precision()  # what the book measured of each signal's alarms ({} without it)
         self.seconds = 0.0
         #: the (step, layer) records whose hidden states held NaN or inf (their measures are NaN)
         self.nonfinite = 0
@@ -441,11 +458,17 @@ class GeometryMonitor:
                               "this warning is not repeated)", NonFiniteWarning, stacklevel=2)
             self.nonfinite += len(nonfinite)
         self._rows.extend((step, layer, measure, value) for layer, measure, value in rows)
+        for layer, measure, value in rows:
+            if measure in ALARMED:
+                steps, values = self._series.setdefault((measure, layer), ([], []))
+                steps.append(step)
+                values.append(value)
         final = max(layer for layer, measure, _ in rows if measure == "rankme")
         self._rankme_final.append((step, next(v for l, m, v in rows if m == "rankme" and l == final)))
         self._events["layer"] = final
         logs = {_log_key(measure, layer): value for layer, measure, value in rows}
         logs.update(self._update_events(step))
+        logs.update(self._update_alarms(step))
         self.seconds += time.perf_counter() - t0
         if self.writer is not None:
             for key, value in logs.items():
@@ -466,6 +489,39 @@ class GeometryMonitor:
         logger.info("step %d: %s", step, format_events(self._events))
         return {f"geometry/events/{k}": float(v) for k, v in new.items() if v is not None}
 
+    def armed_from(self) -> int | None:
+        """Where the alarms are armed: :func:`geomcap.events.reading_start` of the collapse reported so far
+        (None until the floor is certain, and while a collapse has not certainly recovered)."""
+        if self._events["floor_step"] is None:
+            return None
+        if self._events["collapsed"] and self._events["recovery_step"] is None:
+            return None
+        first = self._rankme_final[0][0]  # the collapse window counts from the first record
+        reported = SimpleNamespace(collapsed=bool(self._events["collapsed"]),
+                                   recovery_step=(None if self._events["recovery_step"] is None else
+                                                  self._events["recovery_step"] - first))
+        return first + events.reading_start(reported, self.collapse_window)
+
+    def _update_alarms(self, step: int) -> dict:
+        start = self.armed_from()
+        if start is None:
+            return {}
+        logs = {}
+        final = self._events["layer"]
+        for (measure, layer), (steps, values) in self._series.items():
+            found = events.alarms(np.asarray(steps), np.asarray(values, dtype=float), start=start, layer=layer)
+            for alarm in found:
+                if alarm.step != step:  # the rule is causal: every earlier alarm was raised before
+                    continue
+                note = alarm_note(self._precision, measure, layer, final)
+                entry = {"measure": measure, **alarm.to_dict(), "note": note}
+                self._alarms.append(entry)
+                where = f"{measure}" + (f" layer {layer}" if layer >= 0 else "")
+                logger.info("step %d: alarm on %s (%s its course since step %d)%s", step, where,
+                            "above" if alarm.side > 0 else "below", alarm.onset_step, f"; {note}" if note else "")
+                logs[f"geometry/alarms/{measure}" + (f"/layer_{layer}" if layer >= 0 else "")] = float(alarm.side)
+        return logs
+
     # -- results ------------------------------------------------------------
 
     @property
@@ -479,9 +535,15 @@ class GeometryMonitor:
         """The final layer's collapse as reported when it became certain (fields :data:`EVENT_FIELDS`).
 
         ``layer`` is the final layer's index once a step is recorded; the other
-        fields are None until a collapse is reported.
+        fields are None until a collapse is reported. ``alarms``: :attr:`alarms`.
         """
-        return dict(self._events)
+        return {**self._events, "alarms": self.alarms}
+
+    @property
+    def alarms(self) -> list[dict]:
+        """Every alarm raised so far, in order: {measure, step, onset_step, side, layer, note} (``note``: what
+        such an alarm was worth in this book's hard runs, "" where the book has no figure for it)."""
+        return [dict(a) for a in self._alarms]
 
     @property
     def final_rankme(self) -> tuple[np.ndarray, np.ndarray]:
@@ -580,7 +642,7 @@ class GeometryCallback(TrainerCallback):
 
     @property
     def events(self) -> dict:
-        return self.monitor.events if self.monitor is not None else dict.fromkeys(EVENT_FIELDS)
+        return self.monitor.events if self.monitor is not None else {**dict.fromkeys(EVENT_FIELDS), "alarms": []}
 
 
 def collapse_summary(monitor: GeometryMonitor) -> str:

@@ -44,6 +44,11 @@ from geomcap.analysis.memorisation import (
     memorisation_table, memorisation_texts)
 from geomcap.analysis.twins import (
     twin_shift_correlation, twin_spread, twin_table, twins_text)
+from geomcap.analysis.forecast import (
+    alarm_note, alarm_precision, alarm_precision_record, false_alarm_table, forecast_runs, forecast_table,
+    ratio_interval, run_forecast, signal_alarm_steps, signal_name, twin_alarm_table)
+from geomcap.analysis.precision import (
+    exchangeable_inside_probability, precision_check, precision_runs)
 from geomcap.analysis.display import (
     book_table)
 from geomcap.claims.verdicts import (
@@ -57,7 +62,7 @@ from geomcap.claims.c3 import (
 from geomcap.claims.c4 import (
     PROBE_MARGIN, SELECTIVITY_MARGIN, claim_c4, probe_by_task, probe_table, selectivity_table)
 from geomcap.claims.c5 import (
-    BASELINES, C5_MEASURES, claim_c5, group_count, precursor_table, timing_prediction)
+    BASELINES, C5_MEASURES, claim_c5, forecast_reading, group_count, precursor_table, timing_prediction)
 from geomcap.claims.c6 import (
     acquired_during_collapse, claim_c6)
 from geomcap.claims.c7 import (
@@ -91,6 +96,9 @@ __all__ = [
     "analyse_claims", "claims_from_analysis", "task_claims_from_store", "EFFECT_COLUMNS", "claim_effects",
     "book_table", "claim_rows", "claims_from_store", "c7_from_store", "revision_cutoffs", "REFERENCE_STEPS",
     "c7_verdict", "gap_table",
+    "forecast_runs", "forecast_table", "false_alarm_table", "twin_alarm_table", "ratio_interval", "run_forecast",
+    "signal_alarm_steps", "signal_name", "alarm_precision_record", "alarm_precision", "alarm_note",
+    "forecast_reading", "precision_runs", "precision_check", "exchangeable_inside_probability",
 ]
 
 

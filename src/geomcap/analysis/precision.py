@@ -2,12 +2,12 @@
 
 The rule (fixed before the runs were trained): for one setting (task, level, size, seed), the float32 run and
 its float32 twins (``TrainConfig.perturb``: the same run but for the accident of rounding) span, for each
-statistic of :data:`PRECISION_STATISTICS`, a range [min, max]; the bf16 run of the same setting is accepted
+statistic of :data:`~geomcap.analysis.precision.PRECISION_STATISTICS`, a range [min, max]; the bf16 run of the same setting is accepted
 only if every statistic lies within its range. A statistic missing from any run (never acquired, no
 collapse) is undecided, and an undecided setting is not accepted.
 
 The rule is strict by construction: a fourth run exchangeable with three float32 runs falls inside their
-range with probability 1/2 for one continuous statistic (:func:`exchangeable_inside_probability`), so
+range with probability 1/2 for one continuous statistic (:func:`~geomcap.results.exchangeable_inside_probability`), so
 even a bf16 run that changed nothing would often be refused. Held-out float32 twins read by the same rule
 (``role`` "held-out twin") measure how often.
 """
@@ -19,7 +19,7 @@ import pandas as pd
 
 from geomcap.analysis.protocol import RUN_KEYS
 
-#: the statistics the book reads of one run: column of :func:`~geomcap.analysis.table.summary_table` -> name
+#: the statistics the book reads of one run: column of :func:`~geomcap.results.summary_table` -> name
 PRECISION_STATISTICS = {"acquisition_step": "acquisition step", "rankme_floor_value": "collapse floor",
                         "rankme_floor_step": "collapse step", "top_down_rho_step": "top-down rho"}
 #: twins (``perturb_seed``) that form the float32 range; higher ones are held out and read like the bf16 run
@@ -35,10 +35,10 @@ def exchangeable_inside_probability(n_reference: int) -> float:
 
 
 def precision_runs(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """``summary`` (:func:`~geomcap.analysis.table.summary_table`) rows with ``precision`` (fp32 where the
+    """``summary`` (:func:`~geomcap.results.summary_table`) rows with ``precision`` (fp32 where the
     config has none), ``twin`` (``perturb_seed`` of a perturbed run, else 0) and ``role``: "range" (a float32
-    run of :data:`RANGE_TWINS`), "bf16" (an unperturbed bf16 run) or "held-out twin" (a float32 twin beyond
-    them). ``runs``: the :func:`~geomcap.analysis.runs.load_runs` rows the summary was made from."""
+    run of :data:`~geomcap.analysis.precision.RANGE_TWINS`), "bf16" (an unperturbed bf16 run) or "held-out twin" (a float32 twin beyond
+    them). ``runs``: the :func:`~geomcap.results.load_runs` rows the summary was made from."""
     extra = runs.set_index("run")
     precision = extra.get("precision", pd.Series("fp32", index=extra.index)).fillna("fp32")
     perturbed = pd.to_numeric(extra.get("perturb", pd.Series(0.0, index=extra.index)), errors="coerce").fillna(0)
@@ -55,7 +55,7 @@ def precision_runs(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def precision_check(table: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, candidate run): each candidate (the bf16 run, or a held-out float32 twin) read
-    against the float32 range of its setting (:func:`precision_runs`' rows). Columns: the setting, ``role``,
+    against the float32 range of its setting (:func:`~geomcap.results.precision_runs`' rows). Columns: the setting, ``role``,
     ``twin``, ``range_runs``; per statistic ``<stat>_low``, ``<stat>_high``, ``<stat>_value`` and
     ``<stat>_inside`` (True, False, or None when a value is missing); ``accepted``: every statistic
     inside (False when any is outside, None when none is outside but one is undecided)."""

@@ -15,6 +15,7 @@ from geomcap.analysis.protocol import (ACQUISITION_PATIENCE, ACQUISITION_THRESHO
                                        TRANSITION_MIN_CHANGE, TRANSITION_SIGMAS)
 from geomcap.analysis.series import chance_corrected, check_tidy, final_layer, layer_matrix, tidy_series
 from geomcap.analysis.topdown import TopDown, top_down
+from geomcap.analysis.alarms import first_alarm_step, run_alarms
 from geomcap.analysis.transition import lead, precursor, transition_step
 
 if TYPE_CHECKING:  # pandas is only needed by the table helpers
@@ -127,6 +128,9 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = ACQUISITION_TH
         initialisation, at the floor and at the last checkpoint, and
         ``mean_energy_share_residual`` at the floor (None where not recorded);
         ``reading_start``: where the informative reading starts (:func:`reading_start`);
+        ``alarms``: every alarm of every precursor series at every layer, read from ``reading_start``
+        (:func:`geomcap.events.run_alarms`: {measure: [{step, onset_step, side, layer}, ...]}), and
+        ``first_alarm_step``, the first step at which one could be raised (None: never armed);
         ``precursors`` (the informative reading (b), from ``reading_start``) and
         ``paper_precursors`` (the paper's reading (a), from the first checkpoint):
         for every series of :data:`~geomcap.analysis.protocol.PRECURSOR_MEASURES` in the table, a dict with
@@ -171,7 +175,7 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = ACQUISITION_TH
                                                                                   level=plateau_level),
                "nonfinite_rows": nonfinite, "notes": notes, "collapse": None,
                "order_collapse_recovery_acquisition": None, "mean_energy": None, "reading_start": None,
-               "precursors": {}, "paper_precursors": {}, "top_down": None,
+               "precursors": {}, "paper_precursors": {}, "alarms": {}, "first_alarm_step": None, "top_down": None,
                "protocol": {"threshold": threshold, "patience": patience, "smooth": smooth, "window": window,
                             "hold": hold, "min_lead": min_lead, "plateau_level": plateau_level,
                             "transition_baseline": TRANSITION_BASELINE, "transition_sigmas": TRANSITION_SIGMAS,
@@ -199,6 +203,8 @@ def summarize_run(metrics: "pandas.DataFrame", threshold: float = ACQUISITION_TH
 
     start = reading_start(c, window if window is not None else READING_START)
     summary["reading_start"] = start
+    summary["alarms"] = run_alarms(metrics, start)
+    summary["first_alarm_step"] = first_alarm_step(steps, start)
     common = (metrics, steps, accuracy, present)
     summary["paper_precursors"] = _precursor_reading(*common, None, threshold, patience, smooth, min_lead,
                                                      "from_start")
@@ -278,6 +284,15 @@ def format_summary(summary: dict) -> str:
                    f"{_fmt(p.get('gap_share'))} of acquisition" if p["gap_steps"] is not None else "gap undefined")
             lines.append(f"  {measure:<28} transition at {p['measure_step']}, {gap}, "
                          f"precursor: {p['is_precursor']}, leads test loss: {p.get('leads_test_loss')}")
+    if summary.get("alarms"):
+        lines.append(f"alarms     armed from step {summary.get('reading_start')}, first possible at step "
+                     f"{summary.get('first_alarm_step')} (every departure from the course, re-armed after each)")
+        for measure, found in summary["alarms"].items():
+            if found:
+                where = ", ".join(f"{a['step']}" + (f" (layer {a['layer']})" if a["layer"] >= 0 else "")
+                                  for a in found[:8])
+                lines.append(f"  {measure:<28} {len(found)} alarm(s) at step {where}"
+                             + (f", ... ({len(found) - 8} more)" if len(found) > 8 else ""))
     td = summary["top_down"]
     if td is not None:
         lines.append(f"top-down   rho(depth, collapse step) = {_fmt(td['rho_step'])}, "

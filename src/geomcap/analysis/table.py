@@ -15,7 +15,9 @@ import pandas as pd
 from geomcap import store
 from geomcap.analysis.acquisition import run_chance
 from geomcap.analysis.difficulty import difficulty_class
-from geomcap.analysis.protocol import RUN_KEYS
+from geomcap.analysis.alarms import first_alarm_step
+from geomcap.analysis.protocol import READING_START, RUN_KEYS
+from geomcap.analysis.series import final_layer
 from geomcap.analysis.summary import summarize_run
 
 
@@ -30,13 +32,22 @@ def summary_row(metrics: pd.DataFrame, **kwargs) -> dict:
     ``<m>_is_precursor`` (leads acquisition), ``<m>_leads_test_loss`` and ``<m>_informative``
     (both); and the paper's reading (a), from the first checkpoint, as ``paper_<m>_transition_step``,
     ``paper_<m>_gap_checkpoints``, ``paper_<m>_gap_share``, ``paper_<m>_is_precursor``,
-    ``paper_<m>_leads_test_loss``.
+    ``paper_<m>_leads_test_loss``. ``alarms`` (a dict: measure -> list of alarm dicts) and
+    ``first_alarm_step``: the run's alarms (:func:`geomcap.events.run_alarms`).
     """
     s = summarize_run(metrics, **kwargs)
+    checkpoints = np.unique(np.asarray(metrics["step"], dtype=np.int64))
     row = {"acquisition_step": s["acquisition_step"], "final_accuracy": s["final_accuracy"],
            "last_step": s["last_step"], "checkpoints": s["checkpoints"], "final_layer": s["final_layer"],
            "plateau_fraction": s["plateau_fraction"], "reading_start": s["reading_start"],
-           "ordered_collapse_recovery_acquisition": s["order_collapse_recovery_acquisition"]}
+           "ordered_collapse_recovery_acquisition": s["order_collapse_recovery_acquisition"],
+           "first_alarm_step": s["first_alarm_step"], "alarms": s["alarms"],
+           # what the forecast scoring reads (geomcap.analysis.forecast): the checkpoints, each alarmed
+           # measure's final layer, and where an alarm could first be raised had the run been armed at the
+           # collapse window's end
+           "checkpoint_grid": checkpoints.tolist(),
+           "alarm_final_layers": {m: final_layer(metrics, m) for m in s["alarms"]},
+           "earliest_alarm_step": first_alarm_step(checkpoints, kwargs.get("window") or READING_START)}
     c = s["collapse"] or {}
     for key in ("initial_value", "peak_value", "peak_step", "onset_step", "floor_value", "floor_step",
                 "recovery_step", "relative_drop", "collapsed", "floor_certain_step", "recovery_certain_step"):

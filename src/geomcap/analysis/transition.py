@@ -66,6 +66,20 @@ def transition_step(steps, values, smooth: int = SMOOTH, *, start: int | None = 
         The training step, or None when the series keeps its course (or has fewer than
         ``baseline + hold`` finite values from ``start``).
     """
+    s, v = check_series(steps, values)
+    keep = np.isfinite(v) if start is None else np.isfinite(v) & (s >= start)
+    found = departure(s[keep], v[keep], smooth, baseline=baseline, sigmas=sigmas, min_change=min_change, hold=hold)
+    return None if found is None else int(s[keep][found[0]])
+
+
+def departure(steps, values, smooth: int = SMOOTH, *, baseline: int = TRANSITION_BASELINE,
+              sigmas: float = TRANSITION_SIGMAS, min_change: float = TRANSITION_MIN_CHANGE,
+              hold: int = TRANSITION_HOLD) -> tuple[int, int, int] | None:
+    """The core of :func:`transition_step` on finite values read from their first checkpoint: ``(onset,
+    confirmed, side)`` -- the index of the first checkpoint of the departure, the index at which it is
+    certain (``onset + hold - 1``: the last checkpoint it reads) and its side (+1 above the course, -1 below)
+    -- or None. ``steps`` (n,) increasing, ``values`` (n,) finite; the same rule and constants (the
+    one place the rule is written; :func:`geomcap.events.alarms` applies it again after each alarm)."""
     smooth = check_smooth(smooth)
     baseline = check_count(baseline, "baseline")
     hold = check_count(hold, "hold")
@@ -75,9 +89,7 @@ def transition_step(steps, values, smooth: int = SMOOTH, *, start: int | None = 
         raise ValueError(f"sigmas must be a positive number, got {sigmas!r}")
     if not (np.isfinite(min_change) and min_change >= 0):
         raise ValueError(f"min_change must be >= 0, got {min_change!r}")
-    s, v = check_series(steps, values)
-    keep = np.isfinite(v) if start is None else np.isfinite(v) & (s >= start)
-    x, raw = s[keep].astype(float), v[keep]
+    x, raw = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     if raw.size < baseline + hold:
         return None
     bx, by = x[:baseline], raw[:baseline]
@@ -96,7 +108,7 @@ def transition_step(steps, values, smooth: int = SMOOTH, *, start: int | None = 
     for t in range(baseline, raw.size - hold + 1):
         side = beyond[t]
         if side != 0 and np.all(beyond[t:t + hold] == side):
-            return int(s[keep][t])
+            return t, t + hold - 1, int(side)
     return None
 
 

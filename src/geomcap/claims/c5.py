@@ -1,5 +1,6 @@
-"""C5: a RankMe precursor on hard runs, both readings of "precursor" (the informative one and the paper's),
-its timing across runs, against the behavioural baselines and the LLC."""
+"""C5: a RankMe precursor on hard runs, read as a forecast (every alarm scored against random alarms, a clock and
+the test loss, and against the controls), with both first-transition readings of "precursor" (the informative
+one and the paper's) and their timing across runs beside it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import pandas as pd
 
 from geomcap import measures
 from geomcap.analysis.difficulty import DIFFICULTY_CLASSES, difficulty_class
+from geomcap.analysis.forecast import (FORECAST_COLUMNS, VERDICT_HORIZON, false_alarm_table, forecast_runs,
+                                       forecast_table)
 from geomcap.analysis.intervals import rate_interval, setting_bootstrap
 from geomcap.analysis.protocol import BEHAVIOURAL_BASELINES, READINGS, SETTING_KEYS
 from geomcap.analysis.series import spearman
-from geomcap.claims.verdicts import MIN_RUNS, RATE_HIGH, RATE_LOW, claim_row
+from geomcap.claims.verdicts import MIN_RUNS, claim_row
 from geomcap.tasks import LEVELS
 
 
@@ -25,12 +28,14 @@ BASELINES = BEHAVIOURAL_BASELINES
 #: the claim this module decides
 CLAIM = "C5"
 #: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
-RULE = (f"reproduced: on >= {MIN_RUNS} hard runs RankMe is informative (leads acquisition and the test "
-        f"loss) in >= {RATE_HIGH:.0%}, its timing predicts acquisition (setting-bootstrap CI of rho above 0) "
-        "better than every baseline's, and the LLC, recorded on >= "
-        f"{MIN_RUNS} hard runs, is informative in <= {RATE_LOW:.0%}; partly: RankMe is informative in >= "
-        f"{RATE_HIGH:.0%}, or its timing CI is above 0; not reproduced: otherwise; not testable: fewer than "
-        f"{MIN_RUNS} hard runs with the reading defined")
+RULE = (f"read as a forecast (geomcap.analysis.forecast) at a horizon of {VERDICT_HORIZON} steps on the hard runs: "
+        f"reproduced: on >= {MIN_RUNS} hard runs RankMe's alarms have skill (the setting-bootstrap interval of "
+        "its recall above the recall of random alarms at its rate, and its precision above theirs), its recall "
+        "and precision are at least the test loss's, its recall at least a clock's at its rate, and its "
+        "alarms on the shuffled-answer controls come at most half as often as before acquisition on the real "
+        "runs; partly: skill alone; not reproduced: otherwise; not testable: fewer than "
+        f"{MIN_RUNS} hard runs acquired after the first step an alarm can be raised. The first-transition reading "
+        "(informative: leads acquisition and the test loss) is given beside it")
 
 
 def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_MEASURES,
@@ -44,7 +49,7 @@ def precursor_table(summary: pd.DataFrame, by: str = "difficulty", measures=C5_M
     test loss's transition, counted among runs where it is defined: ``leads_defined``), ``leads_rate``;
     ``informative`` (leads both) and ``informative_rate`` with its interval; the median lead in
     checkpoints (``median_gap_checkpoints``) and as a share of the acquisition step
-    (``median_gap_share``); ``settings``. ``by``: "difficulty" (:func:`difficulty_class`), "level" or
+    (``median_gap_share``); ``settings``. ``by``: "difficulty" (:func:`~geomcap.results.difficulty_class`), "level" or
     any column.
     """
     if reading not in READINGS:
@@ -100,7 +105,7 @@ def timing_prediction(summary: pd.DataFrame, measure: str = "rankme", n_boot: in
     """Does a measure's transition timing predict acquisition timing across runs? (reading (b) of C5)
 
     Spearman rank correlation, over the acquired runs of ``summary`` (one row per run, e.g.
-    :func:`summary_table` or a subset such as one task's seeds) where the transition is defined, of the
+    :func:`~geomcap.results.summary_table` or a subset such as one task's seeds) where the transition is defined, of the
     measure's transition step (``reading``: see :data:`~geomcap.analysis.protocol.READINGS`) against ``acquisition_step``, with a
     :func:`setting_bootstrap` percentile interval (settings resampled, then seeds within them).
 
@@ -134,43 +139,67 @@ def _reading_row(table: pd.DataFrame, measure: str, group: str, by: str) -> dict
     return None if rows.empty or not rows["runs"].iloc[0] else rows.iloc[0].to_dict()
 
 
-def claim_c5(summary: pd.DataFrame) -> dict:
-    """C5 on the runs classed hard from behaviour (:func:`difficulty_class`), the informative reading (b):
-    RankMe's transition, read where the collapse is over, leads acquisition and the test loss's
-    transition, and its timing predicts acquisition across runs (:func:`timing_prediction`); against the
-    baselines read by the same rule from the same point (train accuracy, first-token accuracy, parameter
-    norm), and the LLC. The paper's reading (a) is given beside it."""
-    rule = RULE
-    measures = [*C5_MEASURES, *BASELINES]
-    table = precursor_table(summary, by="difficulty", measures=measures)
-    r = _reading_row(table, "rankme", "hard", "difficulty")
-    if r is None or r["runs"] < MIN_RUNS:
-        n = 0 if r is None else r["runs"]
-        return claim_row("C5", f"{n} hard run(s) with the informative reading defined", rule=rule)
+def forecast_reading(summary: pd.DataFrame, control: pd.DataFrame | None = None,
+                     horizon: int = VERDICT_HORIZON) -> dict:
+    """C5 read as a forecast on the hard runs of ``summary`` at ``horizon``: {"table": the
+    :func:`~geomcap.results.forecast_table` rows at ``horizon`` per signal (index ``signal``),
+    "false_alarms": :func:`~geomcap.results.false_alarm_table` of ``control`` (None without controls)}."""
     hard = summary[difficulty_class(summary) == "hard"]
-    timing = timing_prediction(hard, "rankme")
-    text = (f"RankMe informative {r['informative']}/{r['runs']}, timing rho {timing['rho']:.2f} "
-            f"(CI {timing['ci_low']:.2f} to {timing['ci_high']:.2f})" if np.isfinite(timing["rho"]) else
-            f"RankMe informative {r['informative']}/{r['runs']}, timing rho undefined")
-    baseline_rhos, parts = [], []
-    for m in BASELINES[1:]:  # the test loss is what "informative" is read against
-        b = _reading_row(table, m, "hard", "difficulty")
-        t = timing_prediction(hard, m)
-        if b is None:
-            continue
-        baseline_rhos.append(t["rho"])
-        parts.append(f"{m} {b['informative']}/{b['runs']}" + (f", rho {t['rho']:.2f}" if np.isfinite(t["rho"]) else ""))
+    per_run = forecast_runs(hard, horizons=(horizon,)) if len(hard) else pd.DataFrame()
+    table = (forecast_table(per_run).set_index("signal") if len(per_run) else
+             pd.DataFrame(columns=FORECAST_COLUMNS).set_index("signal"))
+    false = (false_alarm_table(control).set_index("signal") if control is not None and len(control) else None)
+    return {"table": table, "false_alarms": false}
+
+
+def _recall_text(r) -> str:
+    return f"recall {r['recall']:.2f} ({int(r['runs'])} runs)" if np.isfinite(r["recall"]) else "recall undefined"
+
+
+def claim_c5(summary: pd.DataFrame, control: pd.DataFrame | None = None) -> dict:
+    """C5 on the runs classed hard from behaviour (:func:`~geomcap.results.difficulty_class`), read as a forecast
+    (:func:`~geomcap.results.forecast_reading`: every alarm of RankMe's final layer scored at :data:`~geomcap.analysis.forecast.VERDICT_HORIZON` against
+    random alarms and a clock at its rate, the test loss read by the same rule, and its false alarms on the
+    shuffled-answer controls, ``control``); the first-transition reading (b) and the paper's reading (a)
+    beside it."""
+    rule = RULE
+    reading = forecast_reading(summary, control)
+    table = reading["table"]
+    if "rankme" not in table.index or table.loc["rankme", "runs"] < MIN_RUNS:
+        n = 0 if "rankme" not in table.index else int(table.loc["rankme", "runs"])
+        return claim_row("C5", f"{n} hard run(s) acquired after an alarm could be raised", rule=rule)
+    r = table.loc["rankme"]
+    text = (f"RankMe alarms at {VERDICT_HORIZON} steps: {_recall_text(r)}, random at its rate "
+            f"{r['random_recall']:.2f}; {int(r['alarms'])} alarms before acquisition"
+            + (f", precision {r['precision']:.2f} (random {r['random_precision']:.2f})" if r["alarms"] else ""))
+    informative = _reading_row(precursor_table(summary, by="difficulty", measures=["rankme", "test_loss"]),
+                               "rankme", "hard", "difficulty")
     paper_row = _reading_row(precursor_table(summary, by="difficulty", measures=["rankme", "test_loss"],
                                              reading="paper"), "rankme", "hard", "difficulty")
-    llc = _reading_row(table, "llc", "hard", "difficulty")
-    llc_tested = llc is not None and llc["runs"] >= MIN_RUNS
-    control = "; ".join(parts) + (f"; LLC informative {llc['informative']}/{llc['runs']}" if llc else "; no LLC")
+    if informative:
+        text += f"; first transition informative {informative['informative']}/{informative['runs']}"
     if paper_row:
         text += f"; the paper's reading: {paper_row['precursor']}/{paper_row['runs']} lead acquisition"
-    rate_ok = r["informative_rate"] >= RATE_HIGH
-    timing_ok = np.isfinite(timing["ci_low"]) and timing["ci_low"] > 0
-    beats = all(np.isfinite(timing["rho"]) and (not np.isfinite(b) or timing["rho"] > b) for b in baseline_rhos)
-    llc_ok = llc_tested and llc["informative_rate"] <= RATE_LOW
-    verdict = ("reproduced" if rate_ok and timing_ok and beats and llc_ok else
-               "partly reproduced" if rate_ok or timing_ok else "not reproduced")
-    return claim_row("C5", text, float(r["informative_rate"]), verdict, rule, control)
+    parts = []
+    for name in ("test_loss", "train_accuracy", "rankme (any layer)"):
+        if name in table.index:
+            parts.append(f"{name} {_recall_text(table.loc[name])}")
+    if np.isfinite(r["clock_recall"]):
+        parts.append(f"a clock at RankMe's rate: recall {r['clock_recall']:.2f}")
+    false = reading["false_alarms"]
+    control_rate = np.nan
+    if false is not None and "rankme" in false.index:
+        f = false.loc["rankme"]
+        control_rate = f["alarms_per_1000"]
+        parts.append(f"controls: {int(f['alarms'])} RankMe alarm(s) in {f['steps'] / 1000:.1f}k steps "
+                     f"({int(f['armed'])} of {int(f['runs'])} armed)")
+    skill = (np.isfinite(r["recall_low"]) and r["recall_low"] > r["random_recall"] and r["alarms"] > 0
+             and r["precision"] > r["random_precision"])
+    loss = table.loc["test_loss"] if "test_loss" in table.index else None
+    beats_loss = loss is None or ((r["recall"] >= loss["recall"]) and
+                                  (not np.isfinite(loss["precision"]) or r["precision"] >= loss["precision"]))
+    quiet_on_controls = np.isfinite(control_rate) and control_rate <= 0.5 * r["alarms_per_1000_pre"]
+    beats_clock = not np.isfinite(r["clock_recall"]) or r["recall"] >= r["clock_recall"]
+    verdict = ("reproduced" if skill and beats_loss and beats_clock and quiet_on_controls else
+               "partly reproduced" if skill else "not reproduced")
+    return claim_row("C5", text, float(r["recall"]), verdict, rule, "; ".join(parts))

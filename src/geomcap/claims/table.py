@@ -53,7 +53,7 @@ def claims_from_analysis(a: dict) -> list[dict]:
     adds C7."""
     return [claim_c1(a["summary"], a["centred"], a["control"]), claim_c2(a["summary"], a["centred"], a["control"]),
             claim_c3(a["summary"], a["control"]), claim_c4(a["probes"], a["selectivity"], a["control_probes"]),
-            claim_c5(a["summary"]), claim_c6(a["summary"]),
+            claim_c5(a["summary"], a["control"]), claim_c6(a["summary"]),
             claim_c8(a["correlations"], a["concordance"], a["size_ratio"])]
 
 
