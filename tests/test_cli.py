@@ -272,8 +272,13 @@ def test_train_options_are_trainconfig_s_fields():
 
 
 def test_sweep_settings_take_the_fields_types():
+    from geomcap.config import SETTINGS
     from geomcap.sweep import SETTABLE_FIELDS, parse_settings
 
+    # "settable by a sweep" is a flag of each parameter row; the sweep's list is read from the rows
+    assert SETTABLE_FIELDS == {name: row.type for name, row in SETTINGS.items() if row.sweep_settable}
+    assert {"precision", "lr", "stop_at", "perturb_seed"} <= set(SETTABLE_FIELDS)
+    assert not {"task", "level", "size", "seed", "steps", "measures"} & set(SETTABLE_FIELDS)  # the grid's own
     assert SETTABLE_FIELDS["warmup_steps"] is int and SETTABLE_FIELDS["lr"] is float
     assert SETTABLE_FIELDS["answer_order"] is str
     assert parse_settings(["warmup_steps=0", "lr=3e-4", "answer_order=lsd"]) == {

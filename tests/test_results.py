@@ -171,6 +171,27 @@ def test_training_setting_names_only_what_changed():
     assert results.training_setting({**row, "answer_order": float("nan")}) == "default"  # made before the field
 
 
+def test_the_analysis_reaches_neither_the_sweep_nor_the_sections():
+    """analysis/sensitivity imported sweep.SETTABLE_FIELDS, and analysis/selection's section_runs imported
+    sections.section_grid (the sweep's side) on a recompute: the analysis reached up to the sweep. Now what a
+    sweep may set is a flag of the parameter rows, and the runs a recompute asks for are passed in."""
+    import ast
+    import inspect
+
+    from geomcap.analysis import selection, sensitivity
+
+    for module in (selection, sensitivity):  # every import, those inside functions too
+        imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(module)))
+                    if isinstance(node, ast.ImportFrom)}
+        assert not imported & {"geomcap.sweep", "geomcap.sections"}, (module.__name__, imported)
+    code = ("import sys; from geomcap.analysis import sensitivity; "
+            "row = dict(task='mod', level='hard', size='405k', seed=0, steps=3000, lr=3e-4, precision='bf16'); "
+            "setting = sensitivity.training_setting(row); assert setting == 'lr=0.0003, precision=bf16', setting; "
+            "loaded = [m for m in ('geomcap.sweep', 'geomcap.sections') if m in sys.modules]; assert not loaded, loaded")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
 def _summary(classes, rankme_leads, leads_loss, gap=5):
     """A summary table with one row per run (each its own setting, so intervals have something to resample):
     its behaviour class, RankMe's informative reading, and the paper's reading (the same values)."""

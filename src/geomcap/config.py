@@ -101,17 +101,20 @@ class TrainConfig:
     size: str = setting("405k", choices=ALL_PRESETS, help="model preset (`geomcap presets` lists them)")
     seed: int = setting(0, SEED_RANGE, help="data, initialisation and batch order")
     steps: int = setting(2000, "[1, inf)", help="optimizer steps")
-    batch_size: int = setting(128, "[1, inf)", help="sequences per step (full batch: per evaluation chunk)")
-    lr: float = setting(1e-3, "(0, inf)", help="peak learning rate (AdamW)")
+    batch_size: int = setting(128, "[1, inf)", sweep_settable=True,
+                              help="sequences per step (full batch: per evaluation chunk)")
+    lr: float = setting(1e-3, "(0, inf)", sweep_settable=True, help="peak learning rate (AdamW)")
     weight_decay: float | None = setting(
-        None, "[0, inf)", help="AdamW's weight decay on the matrices",
+        None, "[0, inf)", sweep_settable=True, help="AdamW's weight decay on the matrices",
         none=f"{DEFAULT_WEIGHT_DECAY} (" + ", ".join(f"{v} for {t}" for t, v in WEIGHT_DECAY_BY_TASK.items()) + ")")
-    beta1: float = setting(0.9, "[0, 1)", help="AdamW's beta1")
-    beta2: float = setting(0.98, "[0, 1)", help="AdamW's beta2")
-    warmup_steps: int | None = setting(None, "[0, inf)", none="min(100, steps // 10)",
+    beta1: float = setting(0.9, "[0, 1)", sweep_settable=True, help="AdamW's beta1")
+    beta2: float = setting(0.98, "[0, 1)", sweep_settable=True, help="AdamW's beta2")
+    warmup_steps: int | None = setting(None, "[0, inf)", none="min(100, steps // 10)", sweep_settable=True,
                                        help="linear warmup steps (at most steps)")
-    min_lr_ratio: float = setting(0.1, "[0, 1]", help="the cosine schedule's final lr, as a share of lr")
-    grad_clip: float | None = setting(1.0, "(0, inf)", none="no clipping", help="gradient-norm clipping")
+    min_lr_ratio: float = setting(0.1, "[0, 1]", sweep_settable=True,
+                                help="the cosine schedule's final lr, as a share of lr")
+    grad_clip: float | None = setting(1.0, "(0, inf)", none="no clipping", sweep_settable=True,
+                                    help="gradient-norm clipping")
     n_log_checkpoints: int = setting(0, "[0, inf)", help="log-spaced checkpoints (the first grid's 20)")
     n_linear_checkpoints: int = setting(150, "[1, inf)", help="evenly spaced checkpoints after the dense part")
     dense_steps: int = setting(128, "[0, inf)", help="a checkpoint at every step up to here")
@@ -123,7 +126,7 @@ class TrainConfig:
                                         help="comma-separated costly measures: " + ",".join(measures.COSTLY_MEASURES))
     costly_every: int = setting(4, "[1, inf)", help="run the costly measures on every k-th checkpoint")
     dynamics_size: int = setting(256, "[1, inf)", help="training examples the costly measures are taken on")
-    answer_order: str = setting("msd", choices=tasks.ANSWER_ORDERS,
+    answer_order: str = setting("msd", choices=tasks.ANSWER_ORDERS, sweep_settable=True,
                                 help="digits of add, mod, mul answers: most (msd) or least significant first")
     task_params: dict | None = setting(None, none="the level's row of tasks.LEVEL_TABLE",
                                        help="KEY=VALUE,...: the level's parameters instead of the level table's "
@@ -141,19 +144,19 @@ class TrainConfig:
     llc_chains: int = setting(4, "[1, inf)", help="the LLC's SGLD chains (4: geomcap.dynamics.LLC_DEFAULTS)")
     llc_draws: int = setting(200, "[51, inf)", help="the LLC's SGLD steps per chain, the first 50 a burn-in "
                                                     "(200: geomcap.dynamics.LLC_DEFAULTS)")
-    control: str | None = setting(None, choices=CONTROLS, none="no control",
+    control: str | None = setting(None, choices=CONTROLS, none="no control", sweep_settable=True,
                                   help="shuffled_answers: the negative control (answers permuted across prompts)")
-    schedule: str = setting("cosine", choices=SCHEDULES,
+    schedule: str = setting("cosine", choices=SCHEDULES, sweep_settable=True,
                             help="cosine (warmup, then cosine decay to min_lr_ratio x lr) or constant (warmup, "
                                  "then lr)")
     full_batch: bool = setting(False, help="true: every step on the whole training set")
-    stop_at: int | None = setting(None, "[1, inf)", none="the run's own end",
+    stop_at: int | None = setting(None, "[1, inf)", none="the run's own end", sweep_settable=True,
                                   help="stop at the first checkpoint at or after this step (the schedule still "
                                        "spans steps)")
-    perturb: float = setting(0.0, "[0, 1)", help="multiply each initial weight by 1 + PERTURB x N(0, 1) (twins of "
-                                                 "a run)")
-    perturb_seed: int = setting(0, SEED_RANGE, help="the seed of that noise")
-    precision: str = setting("fp32", choices=PRECISIONS,
+    perturb: float = setting(0.0, "[0, 1)", sweep_settable=True,
+                              help="multiply each initial weight by 1 + PERTURB x N(0, 1) (twins of a run)")
+    perturb_seed: int = setting(0, SEED_RANGE, sweep_settable=True, help="the seed of that noise")
+    precision: str = setting("fp32", choices=PRECISIONS, sweep_settable=True,
                              help="the training step's precision: fp32, or bf16 autocast (float32 weights; "
                                   "evaluation always in float32)")
 
@@ -206,6 +209,10 @@ class TrainConfig:
 
 #: the schema's rows of :class:`TrainConfig`: {field name: :class:`geomcap.schema.Param`}
 SETTINGS = table(TrainConfig)
+#: the fields ``geomcap sweep --set`` may set for every run, {name: type}: the rows flagged ``sweep_settable``
+#: (the optimizer and schedule settings the paper leaves unstated, the negative control, a stop step, the
+#: twins' perturbation, the precision). The grid's own axes and the measures have options of their own.
+SWEEP_SETTABLE = {name: row.type for name, row in SETTINGS.items() if row.sweep_settable}
 
 
 def legacy_values(task: str, level: str) -> dict:

@@ -14,7 +14,7 @@ the negative controls (:func:`load_arms`), and one verdict per claim (``claim_c1
 the rule that chose it (:data:`~geomcap.claims.table.RULES`). Each is defined in one module of :mod:`geomcap.analysis` (reading the
 store) or :mod:`geomcap.claims` (one module per claim); the paper's figures come from :mod:`geomcap.paper`.
 Nothing imported here imports torch, the training loop or the sweep (:func:`section_grid`, which builds a
-notebook's training configs, imports the sweep when it is called).
+notebook's training configs, imports the sweep when it is called: :mod:`geomcap.sections`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from geomcap.analysis.protocol import (
 from geomcap.analysis.runs import (
     CONTROLS, load_arms, load_metrics, load_runs, one_run_per_setting, run_index)
 from geomcap.analysis.selection import (
-    check_choices, check_positive_int, section_runs, section_stores)
+    check_choices, check_positive_int, section_stores)
+from geomcap.sections import (
+    section_grid, section_runs)
 from geomcap.analysis.acquisition import (
     chance_for, majority_first_token_for, run_chance, run_majority_rate, run_test_size, subsampled_acquisition)
 from geomcap.analysis.table import (
@@ -101,16 +103,3 @@ __all__ = [
     "forecast_reading", "precision_runs", "precision_check", "exchangeable_inside_probability",
 ]
 
-
-def __getattr__(name):
-    # section_grid builds training configs through the sweep: imported when a notebook's recompute asks for
-    # it, so that reading results never imports the sweep
-    if name == "section_grid":
-        from geomcap.sections import section_grid
-
-        return section_grid
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted([*globals(), "section_grid"])

@@ -8,7 +8,9 @@ A setting is a :class:`Param`, one row of a declarative table, as scikit-learn's
   ``choices`` -- the values a string may take;
 * ``default`` -- :data:`REQUIRED` when there is none;
 * ``none`` -- where ``None`` is allowed, what it means (``grad_clip``: no clipping); None: not allowed;
-* ``help`` -- one line for ``--help`` and the API page.
+* ``help`` -- one line for ``--help`` and the API page;
+* ``sweep_settable`` -- whether ``geomcap sweep --set`` may set it for every run of a grid (the settings the
+  paper leaves unstated, the controls; not the grid's own axes, which have their own options).
 
 The tables: :class:`geomcap.config.TrainConfig`'s fields, each declared with :func:`setting` and collected
 by :func:`table` (:data:`geomcap.config.SETTINGS`), and the notebooks' parameters
@@ -86,6 +88,7 @@ class Param:
     item: type = str
     length: int | None = None
     convert: Callable | None = None
+    sweep_settable: bool = False
 
     @property
     def required(self) -> bool:
@@ -175,11 +178,12 @@ def parse_mapping(text: str, option: str) -> dict:
 
 
 def setting(default=REQUIRED, interval: str | None = None, *, choices=None, none: str | None = None,
-            help: str = "", item: type = str, length: int | None = None, convert: Callable | None = None):
+            help: str = "", item: type = str, length: int | None = None, convert: Callable | None = None,
+            sweep_settable: bool = False):
     """A dataclass field declaring one row of a table (:func:`table` reads it): its default, and the rest of
     its :class:`Param` (name and type come from the field's name and annotation)."""
     row = {"interval": interval, "choices": None if choices is None else tuple(choices), "none": none,
-           "help": help, "item": item, "length": length, "convert": convert}
+           "help": help, "item": item, "length": length, "convert": convert, "sweep_settable": sweep_settable}
     return field(default=MISSING if default is REQUIRED else default, metadata={"setting": row})
 
 

@@ -1,13 +1,13 @@
-"""A notebook's recompute: the runs its selection asks for, as the training configs its recompute cell trains
-(:func:`geomcap.sweep.train_missing`). The training side of a selection: reading the runs is
-:func:`geomcap.results.section_runs`'s, which needs no sweep."""
+"""A notebook's runs: the training configs its selection asks for (:func:`geomcap.results.section_grid`, what
+its recompute cell trains with :func:`geomcap.sweep.train_missing`) and the runs it reads
+(:func:`geomcap.results.section_runs`). The training side of a selection: the analysis
+(``geomcap.analysis.selection.select_runs``) is given the configs, and never builds them."""
 
 from __future__ import annotations
 
-from geomcap.analysis.selection import section_selection
-from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT
+from geomcap.analysis.selection import section_selection, select_runs
+from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, parse_steps
 from geomcap.parameters import ParameterError, check_value
-from geomcap.sweep import grid, parse_steps
 
 
 def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=None) -> list:
@@ -18,8 +18,20 @@ def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=N
     as ``"easy:2000,medium:4000,hard:8000"`` (None: :data:`geomcap.train.DEFAULT_LEVEL_STEPS_TEXT`). Bad values
     raise ValueError naming the parameter, before anything is trained.
     """
+    from geomcap.sweep import grid  # the sweep is imported by a recompute only: reading runs never needs it
+
     tasks, levels, sizes, seeds = section_selection(tasks, levels, sizes, seeds)
     if seeds == "all":
         raise ParameterError("parameter seeds: give explicit seeds with recompute=True")
     steps_by_level = parse_steps(check_value("steps", DEFAULT_LEVEL_STEPS_TEXT if steps is None else steps, "steps"))
     return grid(tasks=tasks, levels=levels, sizes=sizes, seeds=seeds, steps=steps_by_level)
+
+
+def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
+                 steps=None):
+    """A notebook's runs (one row per complete run; trains nothing): its selection's runs
+    (``geomcap.analysis.selection.select_runs``); with ``recompute``, exactly the runs of
+    :func:`section_grid` (its steps, its settings), which the notebook's recompute cell trains first
+    (:func:`geomcap.sweep.train_missing`). Bad values raise ValueError naming the parameter."""
+    wanted = section_grid(tasks, levels, sizes, seeds, steps) if recompute is True else None
+    return select_runs(tasks, levels, sizes, seeds, root, recompute, wanted)

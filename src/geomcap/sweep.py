@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geomcap import store
-from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, TrainConfig
+from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, SWEEP_SETTABLE, TrainConfig
 from geomcap.config import parse_steps  # noqa: F401 (sweep.parse_steps: the notebooks' and results')
 from geomcap.planning import Plan, PlannedRun, SweepBars, metrics_tail, plan, step_costs  # noqa: F401 (sweep.plan ...)
 from geomcap.tasks import LEVELS, TASKS
@@ -345,12 +345,9 @@ def _terminate_workers(executor: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
-#: TrainConfig fields a sweep may set for every run (the optimizer and schedule settings the paper
-#: leaves unstated, the negative control, a stop step, the twins' perturbation); the grid's own axes and
-#: the measures have their own options.
-SETTABLE_FIELDS = {name: SETTINGS[name].type for name in (
-    "lr", "weight_decay", "beta1", "beta2", "warmup_steps", "min_lr_ratio", "grad_clip", "batch_size", "answer_order",
-    "schedule", "control", "stop_at", "perturb", "perturb_seed", "precision")}
+#: TrainConfig fields a sweep may set for every run, {name: type}: the parameter rows flagged
+#: ``sweep_settable`` (:data:`geomcap.config.SWEEP_SETTABLE`)
+SETTABLE_FIELDS = SWEEP_SETTABLE
 
 
 def parse_settings(items) -> dict:

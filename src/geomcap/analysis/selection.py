@@ -1,6 +1,7 @@
-"""A notebook's selection of runs: its parameters checked (one line naming the parameter) and the run stores
-it reads. Training the runs a recompute asks for is the notebook's own call (:func:`geomcap.results.section_grid`,
-then :func:`geomcap.sweep.train_missing`)."""
+"""A notebook's selection of runs: its parameters checked (one line naming the parameter), the run stores
+it reads, and its runs (``select_runs``). The runs a recompute asks for are training configs, built on the
+training side (:func:`geomcap.results.section_grid`) and passed in; a notebook calls
+:func:`geomcap.results.section_runs`."""
 
 from __future__ import annotations
 
@@ -68,15 +69,16 @@ def section_stores(root="", recompute: bool = False) -> list[Path]:
     return [store.committed_data("runs")] + ([store.user_root()] if recompute else [])
 
 
-def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
-                 steps=None) -> pd.DataFrame:
-    """Validate a notebook's parameters and return its runs (one row per complete run). Trains nothing.
+def select_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
+                wanted=None) -> pd.DataFrame:
+    """Validate a notebook's selection and return its runs (one row per complete run). Trains nothing.
 
     tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a list of ints, or "all"
     (every seed in the store). The runs are read from :func:`section_stores` (``root`` "" = the committed
-    store). With ``recompute`` the runs returned are exactly those of :func:`section_grid` (its steps, its
-    settings), from either store; the notebook's recompute cell trains the missing ones first
-    (:func:`geomcap.sweep.train_missing`). Bad values raise ValueError naming the parameter.
+    store). ``wanted``: training configs (a recompute's, :func:`geomcap.sections.section_grid`); then the runs
+    returned are exactly theirs (their steps, their settings), from either store, and ValueError says how
+    many are missing (the notebook's recompute cell trains them first: :func:`geomcap.sweep.train_missing`).
+    Bad values raise ValueError naming the parameter.
     """
     tasks, levels, sizes, seeds = section_selection(tasks, levels, sizes, seeds)
     roots = section_stores(root, recompute)
@@ -86,14 +88,12 @@ def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="
                 for r in roots if r.exists()]
     runs = pd.concat([r for r in selected if not r.empty] or [selected[0]], ignore_index=True)
     where = " and ".join(str(r) for r in roots)
-    if recompute:  # exactly the grid's runs (its steps, its settings)
-        from geomcap.sections import section_grid  # the grid is training's: imported only by a recompute
-
-        wanted = {store.config_hash(c.to_dict()) for c in section_grid(tasks, levels, sizes, seeds, steps)}
-        runs = runs[runs["run"].isin(wanted)] if not runs.empty else runs
-        missing = len(wanted) - runs["run"].nunique() if not runs.empty else len(wanted)
+    if wanted is not None:  # exactly these runs (their steps, their settings)
+        hashes = {store.config_hash(c.to_dict()) for c in wanted}
+        runs = runs[runs["run"].isin(hashes)] if not runs.empty else runs
+        missing = len(hashes) - runs["run"].nunique() if not runs.empty else len(hashes)
         if missing:
-            raise ValueError(f"{missing} of the {len(wanted)} runs asked for are not in {where}: train them first "
+            raise ValueError(f"{missing} of the {len(hashes)} runs asked for are not in {where}: train them first "
                              "(the notebook's recompute cell: geomcap.sweep.train_missing)")
     if len(selected) > 1 and not runs.empty:  # a run in both stores: the committed one
         runs = runs.drop_duplicates("run").sort_values(list(RUN_KEYS)).reset_index(drop=True)

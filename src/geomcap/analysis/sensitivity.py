@@ -13,7 +13,7 @@ from geomcap import measures, store
 from geomcap.analysis.protocol import RUN_KEYS
 from geomcap.analysis.runs import load_runs
 from geomcap.analysis.table import summary_table
-from geomcap.config import TrainConfig
+from geomcap.config import SWEEP_SETTABLE, TrainConfig
 
 
 RANKME_VARIANTS = measures.RANKME_VARIANTS
@@ -44,20 +44,18 @@ def sensitivity_table(runs: pd.DataFrame, measures=RANKME_VARIANTS) -> pd.DataFr
 def training_setting(run) -> str:
     """The settings of a run (a row of :func:`load_runs`) that differ from :class:`geomcap.train.TrainConfig`'s
     defaults for its task, level and steps, as ``"key=value, ..."``; ``"default"`` when none does.
-    Only the fields a sweep may set (:data:`geomcap.sweep.SETTABLE_FIELDS`) are compared."""
-    from geomcap.sweep import SETTABLE_FIELDS  # which fields a sweep may set is the sweep's to say
-
+    Only the fields a sweep may set (:data:`geomcap.config.SWEEP_SETTABLE`) are compared."""
     # a namedtuple from itertuples(), or a dict / Series (whose .size is not the preset)
     get = (lambda key: getattr(run, key)) if hasattr(run, "_fields") else run.__getitem__
     default = asdict(TrainConfig(task=get("task"), level=get("level"), size=get("size"), seed=int(get("seed")),
                                  steps=int(get("steps"))))
     changed = []
-    for key in sorted(SETTABLE_FIELDS):
+    for key in sorted(SWEEP_SETTABLE):
         try:
             value = get(key)
         except (AttributeError, KeyError):  # a field added after this store's runs were made
             continue
-        if SETTABLE_FIELDS[key] is str:
+        if SWEEP_SETTABLE[key] is str:
             if isinstance(value, str) and value != default[key]:  # NaN: a run made before the field existed
                 changed.append(f"{key}={value}")
         elif not np.isclose(float(value), float(default[key])):
