@@ -188,3 +188,28 @@ def test_each_process_trains_its_own_packs_and_together_they_train_all(tmp_path,
     assert {p.parent.name for p in root.glob(f"*/{store.STATUS_FILE}")} == {
         store.config_hash(c.to_dict()) for c in configs}
     assert not list(root.glob(f"*/{store.STATE_FILE}"))  # the grid keeps no state
+
+
+def test_the_cost_model_times_the_packed_step_with_the_runs_own_settings(monkeypatch):
+    """measure_costs assembled a third copy of the packed step with lr 1e-3, weight decay 0.1 and betas
+    (0.9, 0.98) written into it, so the GPU cost model could drift from the step that trains. Now it times
+    packed.packed_step, given each run's own settings (mod's weight decay of 1.0 among them)."""
+    from geomcap.config import learning_rate
+
+    timed = []
+
+    def recorded(stacked, inputs, answers, lr, step):
+        timed.append((stacked.weight_decay.tolist(), (stacked.beta1, stacked.beta2), lr.tolist(), len(answers)))
+        return real(stacked, inputs, answers, lr, step)
+
+    real = packed.packed_step
+    monkeypatch.setattr(packed, "packed_step", recorded)
+    costs = gpu_grid.measure_costs(presets=("405k",), steps=1, pack=6, batch_size=2)
+    assert costs["presets"]["405k"]["pack6_ms_per_step"] > 0
+    configs = [TrainConfig(task=t, level="hard", size="405k", batch_size=2) for t in tasks.TASKS[:6]]
+    assert "mod" in [c.task for c in configs]
+    expected = {1: ([c.weight_decay for c in configs[:1]], [learning_rate(0, c) for c in configs[:1]]),
+                6: ([c.weight_decay for c in configs], [learning_rate(0, c) for c in configs])}
+    assert {n for *_, n in timed} == {1, 6}
+    for weight_decay, betas, lr, n in timed:
+        assert (weight_decay, lr) == expected[n] and betas == (configs[0].beta1, configs[0].beta2)

@@ -120,7 +120,7 @@ def test_packed_run_resumes_and_is_reused(tmp_path, monkeypatch):
     cfgs = _pair_configs()
     full = packed.train_packed(cfgs, outs=[tmp_path / f"full{i}" for i in range(2)], progress=False)
     outs = [tmp_path / f"cut{i}" for i in range(2)]
-    real, calls = packed._train_interval, []
+    real, calls = packed.train_interval, []
 
     def killed_after_two(*args):
         if len(calls) == 2:
@@ -128,11 +128,11 @@ def test_packed_run_resumes_and_is_reused(tmp_path, monkeypatch):
         calls.append(args[1])
         return real(*args)
 
-    monkeypatch.setattr(packed, "_train_interval", killed_after_two)
+    monkeypatch.setattr(packed, "train_interval", killed_after_two)
     with pytest.raises(KeyboardInterrupt):
         packed.train_packed(cfgs, outs=outs, progress=False)
     assert all((o / store.STATE_FILE).exists() and not store.is_complete(o) for o in outs)
-    monkeypatch.setattr(packed, "_train_interval", real)
+    monkeypatch.setattr(packed, "train_interval", real)
     # one run resumes alone through train.train, the other through a pack of one
     train(cfgs[0], out=outs[0], progress=False)
     packed.train_packed(cfgs[1:], outs=outs[1:], progress=False)
@@ -193,7 +193,7 @@ def test_packed_runs_take_the_run_lock(tmp_path, monkeypatch):
             packed.train_packed(cfgs, outs=outs, progress=False)
     assert not (outs[0] / store.CONFIG_FILE).exists() and not (outs[0] / store.LOCK_FILE).exists()
 
-    real, refused = packed._train_interval, []
+    real, refused = packed.train_interval, []
 
     def second_writer(*args):
         for out in outs:
@@ -203,7 +203,7 @@ def test_packed_runs_take_the_run_lock(tmp_path, monkeypatch):
             refused.append(out)
         return real(*args)
 
-    monkeypatch.setattr(packed, "_train_interval", second_writer)
+    monkeypatch.setattr(packed, "train_interval", second_writer)
     packed.train_packed(cfgs, outs=outs, progress=False)
     assert refused and set(refused) == set(outs)
     assert all(store.is_complete(o) and not (o / store.LOCK_FILE).exists() for o in outs)

@@ -189,13 +189,18 @@ def project(packs, costs: dict, mfu: float = 0.3, launch_us: float = 6.0, proces
 
 
 def measure_costs(presets=("405k", "1.3m"), steps: int = 3, pack: int = 8, batch_size: int = 128) -> dict:
-    """Per-step costs on this CPU (one thread): a run alone and a pack of ``pack`` runs of each
-    preset, the operators a packed step dispatches (counted with the profiler, fitted as
-    fixed + per layer + per run), and the geometry's cost per unit of hidden-state size."""
+    """Per-step costs on this CPU (one thread): a run alone and a pack of ``pack`` runs of each preset (the
+    first ``pack`` tasks at hard), each timed through the packed training step itself
+    (:func:`geomcap.packed.packed_step`, with the runs' own learning rate, weight decay and betas, on random
+    tokens), the operators a packed step dispatches (counted with the profiler, fitted as fixed + per layer +
+    per run), and the geometry's cost per unit of hidden-state size."""
     from geomcap import packed
+    from geomcap.config import learning_rate
     from geomcap.recorders import geometry_rows
+    from geomcap.train import make_optimizer
 
     torch.set_num_threads(1)
+    cpu = torch.device("cpu")
     out = {"threads": 1, "batch_size": batch_size, "presets": {}}
     counts = {}
     for size in presets:
@@ -207,18 +212,14 @@ def measure_costs(presets=("405k", "1.3m"), steps: int = 3, pack: int = 8, batch
             ms.append(models.build(size, tasks.VOCAB_SIZE))
         row = {}
         for k in (1, len(cfgs)):
-            P = packed.stack_parameters(ms[:k])
+            optimizers = [make_optimizer(m, c.lr, c.weight_decay, (c.beta1, c.beta2)) for m, c in zip(ms[:k], cfgs)]
+            stacked = packed.stack_runs(ms[:k], optimizers, cfgs[:k], [T - 4] * k, cpu)
             x = torch.randint(0, tasks.VOCAB_SIZE, (k, batch_size, T))
+            answers = [x[j, :, -4:] for j in range(k)]
+            lr = torch.tensor([learning_rate(0, c) for c in cfgs[:k]], dtype=torch.float64)
 
             def one_step():
-                logits = packed.packed_logits(P, x, ms[0].cfg)
-                losses = packed.packed_answer_losses(logits, [x[j, :, -4:] for j in range(k)], [T - 4] * k)
-                grads = torch.autograd.grad(losses.sum(), list(P.values()))
-                packed.clip_grad_norms_(list(grads), torch.ones(k))
-                packed.adamw_step_(list(P.values()), list(grads), [torch.zeros_like(p) for p in P.values()],
-                                   [torch.zeros_like(p) for p in P.values()], lr=torch.full((k,), 1e-3, dtype=torch.float64),
-                                   weight_decay=torch.full((k,), 0.1, dtype=torch.float64),
-                                   decayed=[p.ndim >= 3 for p in P.values()], beta1=0.9, beta2=0.98, step=1)
+                packed.packed_step(stacked, x, answers, lr, 0)
             one_step()
             t0 = time.perf_counter()
             for _ in range(steps):

@@ -60,8 +60,8 @@ from geomcap import store, tasks
 from geomcap.config import TrainConfig, config_checkpoints, learning_rate
 from geomcap.models import ALL_PRESETS, ModelConfig, answer_inputs, autocast, resolve_device
 from geomcap.recorders import CheckpointRecorder
-from geomcap.train import (CheckpointWriter, claim_run_dir, finish, progress_summary, restore_state, stop_due,
-                           training_setup, write_config)
+from geomcap.train import (CheckpointWriter, claim_run_dir, decays_weight, finish, progress_summary, restore_state,
+                           stop_due, training_setup, write_config)
 
 ADAM_EPS = 1e-8  # torch.optim.AdamW's default, which train.make_optimizer uses
 #: the config fields every run of a pack must share (one step loop, one checkpoint schedule)
@@ -239,36 +239,78 @@ def _checkpoint(run: _Run, save: bool = True) -> dict:
     return progress_summary(step_rows)
 
 
-def _stack_runs(runs, dev):
-    """The active runs' weights and AdamW moments stacked (K, ...), and their per-run settings."""
-    names = list(dict(runs[0].model.named_parameters()))
-    P = stack_parameters([r.model for r in runs])
+@dataclass(eq=False)
+class StackedRuns:
+    """K runs of one preset as one computation: their weights and AdamW moments stacked along a leading run
+    dimension (``params``: {name: (K, ...)} in ``named_parameters`` order; ``exp_avg``, ``exp_avg_sq`` in the
+    same order), and what their step needs besides: each run's weight decay and clipping norm ((K,) float64),
+    the betas they share, which tensors decay (:func:`geomcap.train.decays_weight`), each run's prompt length,
+    the model's shape and the step's precision. Built by :func:`stack_runs`, trained by :func:`packed_step`."""
+    model: ModelConfig
+    params: dict
+    exp_avg: list
+    exp_avg_sq: list
+    decayed: list
+    weight_decay: torch.Tensor
+    grad_clip: torch.Tensor
+    beta1: float
+    beta2: float
+    prompt_lens: list
+    precision: str
+
+
+def stack_runs(modules, optimizers, configs, prompt_lens, dev) -> StackedRuns:
+    """The :class:`StackedRuns` of K runs: their modules' weights, their optimizers' moments (zeros before a
+    run's first step) and their configs' settings, on ``dev``. The configs must share :data:`SHARED_FIELDS`."""
+    named = dict(modules[0].named_parameters())
     moments = {"exp_avg": [], "exp_avg_sq": []}
-    for name in names:
+    for name in named:
         for key, out in moments.items():
             per_run = []
-            for r in runs:
-                p = dict(r.model.named_parameters())[name]
-                state = r.optimizer.state.get(p, {})
+            for module, optimizer in zip(modules, optimizers):
+                p = dict(module.named_parameters())[name]
+                state = optimizer.state.get(p, {})
                 per_run.append(state[key] if key in state else torch.zeros_like(p))
             out.append(torch.stack(per_run).to(dev))
-    settings = {key: torch.tensor([getattr(r.cfg, key) for r in runs], dtype=torch.float64, device=dev)
+    settings = {key: torch.tensor([getattr(c, key) for c in configs], dtype=torch.float64, device=dev)
                 for key in ("weight_decay", "grad_clip")}
-    return names, P, moments, settings
+    return StackedRuns(model=modules[0].cfg, params=stack_parameters(modules), **moments,
+                       decayed=[decays_weight(p) for p in named.values()], **settings, beta1=configs[0].beta1,
+                       beta2=configs[0].beta2, prompt_lens=list(prompt_lens), precision=configs[0].precision)
 
 
 @torch.no_grad()
-def _unstack_runs(runs, names, P, moments, adam_step: int) -> None:
-    """Write the stacked weights and moments back into each run's module and optimizer."""
-    for k, r in enumerate(runs):
-        params = dict(r.model.named_parameters())
-        for i, name in enumerate(names):
+def unstack_runs(stacked: StackedRuns, modules, optimizers, adam_step: int) -> None:
+    """Write the stacked weights and moments back into each run's module and optimizer (``adam_step``: the
+    updates made so far, AdamW's count)."""
+    for k, (module, optimizer) in enumerate(zip(modules, optimizers)):
+        params = dict(module.named_parameters())
+        for i, name in enumerate(stacked.params):
             p = params[name]
-            p.copy_(P[name][k])
+            p.copy_(stacked.params[name][k])
             if adam_step > 0:
-                r.optimizer.state[p] = {"step": torch.tensor(float(adam_step)),
-                                        "exp_avg": moments["exp_avg"][i][k].clone(),
-                                        "exp_avg_sq": moments["exp_avg_sq"][i][k].clone()}
+                optimizer.state[p] = {"step": torch.tensor(float(adam_step)),
+                                      "exp_avg": stacked.exp_avg[i][k].clone(),
+                                      "exp_avg_sq": stacked.exp_avg_sq[i][k].clone()}
+
+
+def packed_step(stacked: StackedRuns, inputs: torch.Tensor, answers, lr: torch.Tensor, step: int) -> torch.Tensor:
+    """One optimizer step of K runs at once: the forward pass (:func:`packed_logits`, under
+    :func:`~geomcap.models.autocast` at the runs' precision), each run's answer loss, its gradient clipped to its
+    own norm (:func:`clip_grad_norms_`), AdamW with its own lr and weight decay (:func:`adamw_step_`). inputs
+    (K, B, T) right-padded token ids, answers K tensors (B, Ta_k), ``lr`` (K,) float64 on the device, ``step``
+    the step being taken (from 0: AdamW's count is ``step + 1``). Returns the K losses (before the step). The
+    packed counterpart of :func:`geomcap.train.train_step`: packed training and the GPU cost model
+    (``geomcap.gpu_grid.measure_costs``) run it."""
+    params = list(stacked.params.values())
+    with autocast(inputs.device, stacked.precision):
+        logits = packed_logits(stacked.params, inputs, stacked.model)
+    losses = packed_answer_losses(logits, answers, stacked.prompt_lens)
+    grads = torch.autograd.grad(losses.sum(), params)
+    clip_grad_norms_(grads, stacked.grad_clip.float())
+    adamw_step_(params, grads, stacked.exp_avg, stacked.exp_avg_sq, lr=lr, weight_decay=stacked.weight_decay,
+                decayed=stacked.decayed, beta1=stacked.beta1, beta2=stacked.beta2, step=step + 1)
+    return losses
 
 
 def _to_device(t: torch.Tensor, dev) -> torch.Tensor:
@@ -277,29 +319,20 @@ def _to_device(t: torch.Tensor, dev) -> torch.Tensor:
     return t.pin_memory().to(dev, non_blocking=True) if dev.type == "cuda" else t
 
 
-def _train_interval(runs, start: int, end: int, dev) -> float:
-    """Train the runs (all at ``start``) together up to ``end``; returns the wall seconds."""
+def train_interval(runs, start: int, end: int, dev) -> float:
+    """Train a pack's runs (all at step ``start``) together up to ``end``, each step's batches drawn with each
+    run's own generator (:func:`packed_step`); returns the wall seconds."""
     t0 = time.perf_counter()
-    names, P, moments, s = _stack_runs(runs, dev)
-    params = [P[n] for n in names]
-    decayed = [p.ndim >= 3 for p in params]
-    mcfg, B = runs[0].model.cfg, runs[0].cfg.batch_size
-    prompt_lens = [r.data.prompt_len for r in runs]
+    modules, optimizers = [r.model for r in runs], [r.optimizer for r in runs]
+    stacked = stack_runs(modules, optimizers, [r.cfg for r in runs], [r.data.prompt_len for r in runs], dev)
+    B = runs[0].cfg.batch_size
     for step in range(start, end):
         # no host synchronisation inside the step: the draws and rates go over pinned memory, nothing comes back
         lr = _to_device(torch.tensor([learning_rate(step, r.cfg) for r in runs], dtype=torch.float64), dev)
         idx = [_to_device(torch.randint(r.inputs.shape[0], (B,), generator=r.batch_gen), dev) for r in runs]
         x = torch.stack([r.inputs[i] for r, i in zip(runs, idx)])
-        answers = [r.answers[i] for r, i in zip(runs, idx)]
-        with autocast(dev, runs[0].cfg.precision):
-            logits = packed_logits(P, x, mcfg)
-        losses = packed_answer_losses(logits, answers, prompt_lens)
-        grads = torch.autograd.grad(losses.sum(), params)
-        clip_grad_norms_(grads, s["grad_clip"].float())
-        adamw_step_(params, grads, moments["exp_avg"], moments["exp_avg_sq"], lr=lr,
-                    weight_decay=s["weight_decay"], decayed=decayed, beta1=runs[0].cfg.beta1,
-                    beta2=runs[0].cfg.beta2, step=step + 1)  # one update per step: AdamW's count is step + 1
-    _unstack_runs(runs, names, P, moments, end)
+        packed_step(stacked, x, [r.answers[i] for r, i in zip(runs, idx)], lr, step)
+    unstack_runs(stacked, modules, optimizers, end)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t0
@@ -354,7 +387,7 @@ def _train_runs(runs: list, schedule, dev, progress: bool, keep_state: bool, sav
                 continue
             for r in active:
                 r.model.train()
-            seconds = _train_interval(active, start, end, dev)
+            seconds = train_interval(active, start, end, dev)
             summary = {}
             for r in active:
                 r.recorder.timers["train_s"] += seconds / len(active)

@@ -44,21 +44,28 @@ from geomcap.config import (CONTROLS, DEFAULT_LEVEL_STEPS, DEFAULT_LEVEL_STEPS_T
 from geomcap.measures import COSTLY_MEASURES  # noqa: F401
 from geomcap.recorders import costly_measures, dynamics_examples, evaluate, parameter_norm  # noqa: F401
 
-__all__ = ["train", "models_at", "training_setup", "train_until", "train_step", "make_optimizer", "task_data",
-           "perturb_weights", "stop_due", "ThreadsWarning", "torch_threads", "prepare_run_dir", "claim_run_dir",
+__all__ = ["train", "models_at", "training_setup", "train_until", "train_step", "make_optimizer", "decays_weight",
+           "task_data", "perturb_weights", "stop_due", "ThreadsWarning", "torch_threads", "prepare_run_dir",
+           "claim_run_dir",
            "write_config", "restore_state", "save_state", "CheckpointWriter", "STATE_EVERY_S", "finish", "task_facts", "write_status",
            "progress_summary"]
 
 
 # --- one optimizer step ------------------------------------------------------------------------
 
+def decays_weight(param: torch.Tensor) -> bool:
+    """Whether AdamW's weight decay applies to a parameter: the matrices (weights of linear layers and
+    embeddings), not biases and LayerNorm gains. The one policy: :func:`make_optimizer` and the packed step
+    (:func:`geomcap.packed.stack_runs`) read it."""
+    return param.ndim >= 2
+
+
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
                    betas: tuple[float, float]) -> torch.optim.AdamW:
-    """AdamW with weight decay on the matrices only (weights of linear layers and embeddings),
-    not on biases and LayerNorm gains; tied weights once."""
+    """AdamW with weight decay where :func:`decays_weight` says (the matrices); tied weights once."""
     params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
-                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
+    return torch.optim.AdamW([{"params": [p for p in params if decays_weight(p)], "weight_decay": weight_decay},
+                              {"params": [p for p in params if not decays_weight(p)], "weight_decay": 0.0}],
                              lr=lr, betas=betas)
 
 
