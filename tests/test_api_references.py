@@ -138,3 +138,30 @@ def test_the_book_and_the_notebooks_cite_documented_names(documented):
     bad = sorted({f"{name}: {_target(t)}" for name, text in texts.items() for _, t in MYST_ROLE.findall(text)
                   if _target(t).startswith("geomcap") and _target(t) not in names})
     assert not bad, "unresolved references in the book:\n" + "\n".join(bad)
+
+
+#: private names the tests still reach, each left to another change (issue 39): monitor.py is being edited there
+LEFT_TO_OTHERS = {"monitor._confirmed_collapse"}
+
+
+def test_shared_names_are_public():
+    """plots.style's _step_axis, _panels, _legend_entries and _no_run were imported by three plot modules (and
+    re-exported by geomcap.plots), bench.machine's _log and _memory_gib by the other bench modules, and tests
+    reached packed._train_interval and cli._UsageError: shared vocabulary is public, or it is not shared."""
+    import ast
+    import pkgutil
+
+    import geomcap
+
+    shared = []
+    for path in sorted((ROOT / "src" / "geomcap").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("geomcap"):
+                shared += [f"{path.relative_to(ROOT)} imports {node.module}.{a.name}" for a in node.names
+                           if a.name.startswith("_") and not a.name.startswith("__")]
+    modules = {m.name.rsplit(".", 1)[-1] for m in pkgutil.walk_packages(geomcap.__path__, "geomcap.")}
+    reach = re.compile(r"\b(" + "|".join(sorted(modules)) + r")\.(_[A-Za-z]\w*)")
+    for path in sorted(set((ROOT / "tests").glob("*.py")) - {Path(__file__).resolve()}):
+        shared += [f"{path.relative_to(ROOT)} reaches {m.group(0)}" for m in reach.finditer(path.read_text())
+                   if m.group(0) not in LEFT_TO_OTHERS]
+    assert not shared, "\n".join(sorted(set(shared)))

@@ -253,9 +253,9 @@ def test_train_options_are_trainconfig_s_fields():
                      "hessian_warm_start": False, "measures": ("llc", "hessian_top")}
     cfg = TrainConfig(**given)
     assert (cfg.beta2, cfg.steps, cfg.measures) == (0.98, 2000, ("hessian_top", "llc"))
-    with pytest.raises(cli._UsageError, match="argument --warmup-steps: invalid int value: '1.5'"):
+    with pytest.raises(cli.UsageError, match="argument --warmup-steps: invalid int value: '1.5'"):
         parser.parse_args(["train", "--task", "add", "--level", "easy", "--warmup-steps", "1.5"])
-    with pytest.raises(cli._UsageError, match="argument --hessian-warm-start: invalid bool value: 'maybe'"):
+    with pytest.raises(cli.UsageError, match="argument --hessian-warm-start: invalid bool value: 'maybe'"):
         parser.parse_args(["train", "--task", "add", "--level", "easy", "--hessian-warm-start", "maybe"])
     window = parser.parse_args(["train", "--task", "add", "--level", "easy", "--costly-window", "900,1400"])
     assert window.costly_window == (900, 1400)
@@ -264,7 +264,7 @@ def test_train_options_are_trainconfig_s_fields():
                               "--grad-clip", "none", "--full-batch", "true", "--schedule", "constant"])
     assert grok.task_params == {"p": 113, "train_fraction": 0.3, "number_tokens": True}
     assert (grok.control, grok.grad_clip, grok.full_batch, grok.schedule) == (None, None, True, "constant")
-    with pytest.raises(cli._UsageError, match="--task-params takes KEY=VALUE"):
+    with pytest.raises(cli.UsageError, match="--task-params takes KEY=VALUE"):
         parser.parse_args(["train", "--task", "mod", "--level", "hard", "--task-params", "113"])
     bad = parser.parse_args(["train", "--task", "mod", "--level", "hard", "--control", "shuffle"])
     with pytest.raises(ValueError, match="unknown control 'shuffle'; choose one of: none, shuffled_answers"):

@@ -119,7 +119,7 @@ def test_step_axis_has_no_crowded_ticks():
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    plots._step_axis(ax, [0, 5, 50, 1500])
+    plots.step_axis(ax, [0, 5, 50, 1500])
     assert list(ax.get_xticks()) == [0, 10, 100, 1000]
     plt.close(fig)
 

@@ -23,14 +23,14 @@ from geomcap import __version__
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, reporting a usage error in one line (:class:`_UsageError`)."""
+    """argparse's parser, reporting a usage error in one line (:class:`UsageError`)."""
 
     def error(self, message):
         """One line, exit 2 (argparse would also print the usage block): raised for :func:`main`."""
-        raise _UsageError(f"{self.prog}: {message}")
+        raise UsageError(f"{self.prog}: {message}")
 
 
-class _UsageError(Exception):
+class UsageError(Exception):
     """A command line argparse refused: :func:`main` prints it in one line and exits 2."""
 
 
@@ -567,7 +567,7 @@ def _one_line_errors() -> tuple:
     that the light commands do not import torch)."""
     from geomcap.store import RunLockedError
 
-    return (_UsageError, ValueError, FileNotFoundError, RunLockedError)
+    return (UsageError, ValueError, FileNotFoundError, RunLockedError)
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:

@@ -20,7 +20,8 @@ def committed_results_dir() -> Path:
     return store.committed_data("bench")
 
 
-def _log(progress: bool, message: str) -> None:
+def log_progress(progress: bool, message: str) -> None:
+    """With ``progress``, ``message`` as one timed line on stderr ("[bench HH:MM:SS] ..."): a benchmark's log."""
     if progress:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -47,7 +48,7 @@ def machine_info(device: torch.device) -> dict:
         "cpu_cores": os.cpu_count(),
         "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "memory_gib": _memory_gib(),
+        "memory_gib": memory_gib(),
         "torch_version": torch.__version__,
         "transformers_version": transformers_version,
         "numpy_version": np.__version__,
@@ -63,7 +64,8 @@ def machine_info(device: torch.device) -> dict:
     return info
 
 
-def _memory_gib() -> float | None:
+def memory_gib() -> float | None:
+    """The machine's memory in GiB (from /proc/meminfo; None where there is none)."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):

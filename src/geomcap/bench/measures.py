@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from geomcap import geometry, tasks
-from geomcap.bench.machine import _log, time_once
+from geomcap.bench.machine import log_progress, time_once
 from geomcap.bench.step import GRID_STEPS, make_train_step
 from geomcap.models import build
 
@@ -66,8 +66,8 @@ def geometry_cost(presets, device: torch.device, task: str = "add", level: str =
             _, g = evaluate(model, data, cfg, device)
             eval_s.append(time.perf_counter() - t0)
             geo_s.append(g)
-            _log(progress, f"geometry {preset} round {r + 1}/{rounds}: step {1000 * steps_s[-1]:.1f} ms, "
-                 f"checkpoint {eval_s[-1]:.2f} s (geometry {geo_s[-1]:.2f} s)")
+            log_progress(progress, f"geometry {preset} round {r + 1}/{rounds}: step {1000 * steps_s[-1]:.1f} ms, "
+                         f"checkpoint {eval_s[-1]:.2f} s (geometry {geo_s[-1]:.2f} s)")
         row = {"preset": preset, "ms_per_step": 1000 * statistics.median(steps_s),
                "eval_s": statistics.median(eval_s), "geometry_s": statistics.median(geo_s),
                "layers": model.n_hidden, "probe_size": cfg.probe_size, "schedules": []}
@@ -140,9 +140,9 @@ def costly_cost(size: str = "405k", task: str = "add", level: str = "hard", repe
             steps_s.append(s)
             rank_only["erank"].append(time_once(lambda: dynamics.gradient_effective_rank(G)))
             rank_only["cov_rank"].append(time_once(lambda: dynamics.gradient_covariance_rank(G)))
-        _log(progress, f"costly {size} repetition {r + 1}/{warmup + repeats}"
-             f"{' (warm-up)' if r < warmup else ''}: step {1000 * s:.1f} ms, "
-             + ", ".join(f"{m} {v[-1]:.2f} s" for m, v in secs.items() if v))
+        log_progress(progress, f"costly {size} repetition {r + 1}/{warmup + repeats}"
+                     f"{' (warm-up)' if r < warmup else ''}: step {1000 * s:.1f} ms, "
+                     + ", ".join(f"{m} {v[-1]:.2f} s" for m, v in secs.items() if v))
     schedule = checkpoint_steps(steps)
     n_costly = len(set(schedule[::costly_every].tolist()) | {steps})
     rows = []
@@ -205,7 +205,7 @@ def llc_calibration(cfg, steps=LLC_CALIBRATION_STEPS, settings=LLC_SETTINGS, sgl
                 rows.append({"step": step, "chains": chains, "draws": draws, "seed": seed,
                              "llc": est["llc_post_burnin"], "trace_drift": est["trace_drift"],
                              "seconds": time.perf_counter() - t0})
-        _log(progress, f"llc calibration: step {step} done")
+        log_progress(progress, f"llc calibration: step {step} done")
         if on_progress is not None:
             on_progress({"rows": rows})
     return {"task": cfg.task, "level": cfg.level, "size": cfg.size, "seed": cfg.seed, "steps": list(steps),
@@ -359,8 +359,8 @@ def rankme_vs_naive(sizes, repeats: int | None = None, progress: bool = True, on
                "geomcap_value": ours_v, "naive_value": naive_v, "abs_diff": abs(ours_v - naive_v),
                "rel_diff": abs(ours_v - naive_v) / abs(naive_v)}
         rows.append(row)
-        _log(progress, f"rankme {n} x {d} ({method}, {reps} repeats): geomcap {row['geomcap_s']:.3f} s, "
-             f"naive {row['naive_s']:.3f} s, speedup {row['speedup']:.2f}, |diff| {row['abs_diff']:.1e}")
+        log_progress(progress, f"rankme {n} x {d} ({method}, {reps} repeats): geomcap {row['geomcap_s']:.3f} s, "
+                     f"naive {row['naive_s']:.3f} s, speedup {row['speedup']:.2f}, |diff| {row['abs_diff']:.1e}")
         del Z
         if on_progress is not None:
             on_progress(out)

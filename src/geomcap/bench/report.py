@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from geomcap import store, tasks
-from geomcap.bench.machine import _log, committed_results_dir, load_average, machine_info, matmul_peak, peak_dtype
+from geomcap.bench.machine import (committed_results_dir, load_average, log_progress, machine_info, matmul_peak,
+                                   peak_dtype)
 from geomcap.bench.measures import RANKME_D, RANKME_N, costly_cost, geometry_cost, llc_calibration, rankme_vs_naive
 from geomcap.bench.projections import check_targets, project_grid
 from geomcap.bench.scale import SCALE_PRESETS, scale_steps
@@ -169,13 +170,13 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
 
     chosen = None
     if previous is None or any(p in ("throughput", "geometry") for p in parts):
-        _log(progress, f"matmul peak ({peak_n}^2, {peak_dtype(dev)})")
+        log_progress(progress, f"matmul peak ({peak_n}^2, {peak_dtype(dev)})")
         peak = matmul_peak(dev, n=peak_n)
         where = result if previous is None or "throughput" in parts else record
         where["matmul_peak"] = peak
         if dev.type == "cuda":
             where["matmul_peak_float32"] = matmul_peak(dev, n=peak_n, dtype=torch.float32)
-        _log(progress, f"matmul peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s")
+        log_progress(progress, f"matmul peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s")
         probe = tasks.make_task(task, level, seed=0, n_train=16, n_test=16)
         seq_len = probe.prompt_len + probe.answer_len - 1
         chosen = select_presets(presets, dev, peak["flops_per_s"], seq_len, batch_size, max_step_s)
@@ -185,7 +186,7 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
     for part in parts:
         t0 = time.perf_counter()
         load0 = load_average()
-        _log(progress, f"part {part} (load average {load0})")
+        log_progress(progress, f"part {part} (load average {load0})")
 
         def partial(value, part=part):  # a part killed midway keeps what it finished, marked incomplete
             result[part] = {**value, "incomplete": True}
@@ -224,7 +225,7 @@ def _run_bench(out, parts, dev, presets, task, level, batch_size, rounds, block_
         save()
     target["finished_at"] = now()
     save()
-    _log(progress, f"done in {target['wall_s']:.0f} s: {out}")
+    log_progress(progress, f"done in {target['wall_s']:.0f} s: {out}")
     return result
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from geomcap import tasks
-from geomcap.bench.machine import _log, time_once
+from geomcap.bench.machine import log_progress, time_once
 from geomcap.bench.step import make_train_step
 from geomcap.config import PRECISIONS
 from geomcap.models import build, check_preset, count_parameters
@@ -195,8 +195,8 @@ def scale_steps(presets=SCALE_PRESETS, shapes=SCALE_SHAPES, threads=THREADS, pre
         for task, level in shapes:
             for r in shape_seconds(preset, task, level, threads, precisions, rounds, steps):
                 row["shapes"].append({"task": task, "level": level, "seq_len": lengths[(task, level)], **r})
-                _log(progress, f"scale {preset} {task}/{level} (T={lengths[(task, level)]}) {r['threads']} "
-                     f"thread(s) {r['precision']}: {r['s_per_step']:.3f} s/step")
+                log_progress(progress, f"scale {preset} {task}/{level} (T={lengths[(task, level)]}) {r['threads']} "
+                             f"thread(s) {r['precision']}: {r['s_per_step']:.3f} s/step")
         row["fits"] = [{"threads": n, "precision": p,
                         **fit_seconds([r for r in row["shapes"] if r["threads"] == n and r["precision"] == p])}
                        for n in threads for p in precisions]
@@ -206,10 +206,11 @@ def scale_steps(presets=SCALE_PRESETS, shapes=SCALE_SHAPES, threads=THREADS, pre
                 pair = pair_seconds(preset, *pair_shape, p, steps=pair_steps)
                 row["pair"].append({"task": pair_shape[0], "level": pair_shape[1],
                                     "seq_len": lengths[tuple(pair_shape)], "precision": p, **pair})
-                _log(progress, f"scale {preset} two processes of one thread, {p}: {pair['s_per_step']:.3f} s/step")
+                log_progress(progress, f"scale {preset} two processes of one thread, {p}: "
+                                       f"{pair['s_per_step']:.3f} s/step")
         row["threads_decision"] = threads_decision(row)
         row["eval_s"] = eval_seconds(preset)
-        _log(progress, f"scale {preset}: one checkpoint {row['eval_s']:.2f} s (one thread)")
+        log_progress(progress, f"scale {preset}: one checkpoint {row['eval_s']:.2f} s (one thread)")
         out["presets"].append(row)
         if on_progress is not None:
             on_progress(out)

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from geomcap import tasks
-from geomcap.bench.machine import _log, _memory_gib, matmul_peak, peak_dtype, time_once, time_repeats
+from geomcap.bench.machine import log_progress, matmul_peak, memory_gib, peak_dtype, time_once, time_repeats
 from geomcap.models import PRESETS, LogitsOnly, build, check_preset, count_parameters
 
 PEERS = ("gpt2", "gpt-neox")
@@ -128,7 +128,7 @@ def select_presets(presets, device: torch.device, peak_flops: float, seq_len: in
             raise ValueError("no preset given")
         return list(presets)
     memory = (torch.cuda.get_device_properties(device).total_memory if device.type == "cuda"
-              else (_memory_gib() or 8) * 2**30)
+              else (memory_gib() or 8) * 2**30)
     chosen = []
     for name, cfg in PRESETS.items():
         with torch.device("meta"):
@@ -171,7 +171,7 @@ def throughput(presets, device: torch.device, task: str = "add", level: str = "h
            "flops_formula": "6 N + 12 L d T per token (N: parameters minus the position table)",
            "presets": []}
     for preset in presets:
-        _log(progress, f"throughput {preset}: building models")
+        log_progress(progress, f"throughput {preset}: building models")
         models = {}
         torch.manual_seed(0)
         models["geomcap"] = build(preset, tasks.VOCAB_SIZE).to(device)
@@ -205,9 +205,9 @@ def throughput(presets, device: torch.device, task: str = "add", level: str = "h
                 steps[name](1)
                 per_round[name].append(time_once(lambda: steps[name](k), device) / k)
             peaks.append(matmul_peak(device, n=peak_n, repeats=peak_repeats, warmup=1)["flops_per_s"])
-            _log(progress, f"throughput {preset} round {r + 1}/{rounds}: "
-                 + ", ".join(f"{name} {1000 * v[-1]:.1f} ms/step" for name, v in per_round.items())
-                 + f", peak {peaks[-1] / 1e9:.0f} GFLOP/s")
+            log_progress(progress, f"throughput {preset} round {r + 1}/{rounds}: "
+                         + ", ".join(f"{name} {1000 * v[-1]:.1f} ms/step" for name, v in per_round.items())
+                         + f", peak {peaks[-1] / 1e9:.0f} GFLOP/s")
         row["peak_flops_per_s_rounds"] = peaks
         row["peak_flops_per_s"] = statistics.median(peaks)
         for name, secs in per_round.items():
@@ -271,7 +271,7 @@ def thread_contention(task: str = "copy", level: str = "easy", steps: int = 200,
                     t0 = time.perf_counter()
                     subprocess.run(command, check=True, capture_output=True)
                     seconds[name].append(time.perf_counter() - t0)
-                    _log(progress, f"threads: {name} round {r}: {seconds[name][-1]:.1f} s")
+                    log_progress(progress, f"threads: {name} round {r}: {seconds[name][-1]:.1f} s")
                 if on_progress is not None and r + 1 < rounds:
                     on_progress(_contention_result(task, level, steps, cores, busy, r + 1, seconds))
     finally:

@@ -4,7 +4,7 @@ Every function takes data (a tidy metrics table or arrays), draws on a given
 or new matplotlib Axes, and returns the Figure. Training steps go on a
 symlog axis: the collapse lives in the first few percent of training.
 
-One module per kind of figure: ``style`` (colours, axes), ``runs``,
+One module per kind of figure: ``style`` (colours, the step axis, panels, legends), ``runs``,
 ``claims``, ``pythia``, ``bench``; every figure is importable
 from ``geomcap.plots``.
 """
@@ -16,11 +16,11 @@ from geomcap.plots.style import (  # noqa: F401
     SIZE_COLORS,
     ARM_COLORS,
     set_style,
-    _step_axis,
-    _panels,
+    step_axis,
+    panels,
     paper_line,
-    _legend_entries,
-    _no_run,
+    legend_entries,
+    mark_empty,
 )
 from geomcap.plots.runs import (  # noqa: F401
     run_curves,
@@ -57,6 +57,10 @@ __all__ = [
     "PAPER_COLOR",
     "set_style",
     "paper_line",
+    "step_axis",
+    "panels",
+    "legend_entries",
+    "mark_empty",
     "run_curves",
     "LEVEL_COLORS",
     "collapse_grid",

@@ -9,8 +9,8 @@ import seaborn as sns
 
 from geomcap import events
 from geomcap.plots.style import (
-    PAPER_COLOR, LEVEL_COLORS, CLASS_COLORS, SIZE_COLORS, ARM_COLORS, set_style, _step_axis, _panels,
-    _legend_entries, _no_run,
+    PAPER_COLOR, LEVEL_COLORS, CLASS_COLORS, SIZE_COLORS, ARM_COLORS, set_style, step_axis, panels,
+    legend_entries, mark_empty,
 )
 
 
@@ -75,7 +75,7 @@ def aligned_measures(metrics, summary, measures, ncols: int = 3, max_share: floa
     set_style()
     acquired = summary[pd.to_numeric(summary["acquisition_step"], errors="coerce") > 0]
     present = [m for m in measures if m in set(metrics["measure"])]
-    fig, grid, axes = _panels(max(len(present), 1), ncols, 3.6, 2.6, sharex=True, sharey=True)
+    fig, grid, axes = panels(max(len(present), 1), ncols, 3.6, 2.6, sharex=True, sharey=True)
     colors = sns.color_palette("tab10", max(len(acquired), 1))
     for ax, measure in zip(axes, present):
         rows = events.final_layer_rows(metrics, measure)
@@ -101,7 +101,7 @@ def aligned_measures(metrics, summary, measures, ncols: int = 3, max_share: floa
         ax.set_xlabel("step / acquisition step")
     for ax in grid[:, 0]:
         ax.set_ylabel("scaled value (0-1)")
-    handles = _legend_entries(axes)
+    handles = legend_entries(axes)
     if handles:
         fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    ncol=min(len(handles), 4), fontsize="small", frameon=False)
@@ -118,7 +118,7 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
     :func:`geomcap.results.trajectory_correlation`, whose median Spearman rho titles each panel."""
     set_style()
     task_names = list(dict.fromkeys(pairs["task"]))
-    fig, axes, used = _panels(max(1, len(task_names)), ncols, 3.3, 2.6, sharey=False)
+    fig, axes, used = panels(max(1, len(task_names)), ncols, 3.3, 2.6, sharey=False)
     rank = events.final_layer_rows(metrics, measure)
     for ax, task in zip(used, task_names):
         for pair in pairs[pairs["task"] == task].itertuples():
@@ -132,7 +132,7 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
             title = f"{task}  (Spearman rho {rho:.2f})"
         ax.set_title(title, fontsize="medium")
         ax.axhline(1, color="0.85", linewidth=0.8)
-        _step_axis(ax, rank["step"])
+        step_axis(ax, rank["step"])
         ax.set_ylabel(f"{measure} / {measure} at step 0")
     handles, labels = used[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles))
@@ -215,7 +215,7 @@ def acquisition_regime(summary, classes):
         ax.set_ylim(low, high)
         ax.legend(title="class (behaviour)", fontsize="small", loc="lower right")  # below the diagonal: few runs
     else:
-        _no_run(ax, "no acquired run with a RankMe recovery")
+        mark_empty(ax, "no acquired run with a RankMe recovery")
     during = int((placed & (acq <= rec)).sum())
     unplaced = int((acq.notna() & ~placed).sum())
     ax.set_title(f"acquired during the collapse: {during} of {int(acq.notna().sum())}"
@@ -236,7 +236,7 @@ def twin_acquisition(table, measure: str = "rankme"):
 
     set_style()
     groups = list(table.groupby(["task", "level", "size"], sort=False)) if len(table) else []
-    fig, _, axes = _panels(max(1, len(groups)), 3, 4.2, 3.4)
+    fig, _, axes = panels(max(1, len(groups)), 3, 4.2, 3.4)
     column = f"{measure}_transition_step"
     for ax, ((task, level, size), g) in zip(axes, groups):
         acq = pd.to_numeric(g["acquisition_step"], errors="coerce")
@@ -253,8 +253,8 @@ def twin_acquisition(table, measure: str = "rankme"):
         ax.set_title(f"{task}/{level} {size}" + (f" ({never} never acquired)" if never else ""), fontsize="medium")
         ax.set_ylabel("step")
     if not groups:
-        _no_run(axes[0], "no twins")
-    handles = _legend_entries(axes)
+        mark_empty(axes[0], "no twins")
+    handles = legend_entries(axes)
     if handles:
         fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize="small",
                    bbox_to_anchor=(0.5, -0.02))

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from geomcap import events, paper
-from geomcap.plots.style import set_style, _step_axis, _panels, paper_line
+from geomcap.plots.style import set_style, step_axis, panels, paper_line
 
 
 def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
@@ -21,7 +21,7 @@ def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
 
     set_style()
     benchmarks = list(dict.fromkeys(table["benchmark"]))
-    fig, axes, used = _panels(len(benchmarks), ncols, 3.5, 2.8)
+    fig, axes, used = panels(len(benchmarks), ncols, 3.5, 2.8)
     first_twin = None
     for ax, bench in zip(used, benchmarks):
         rows = table[table["benchmark"] == bench]
@@ -43,7 +43,7 @@ def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
             ax.axvline(int(deepest["transition_step"]), color="C0", linestyle="--", linewidth=1.2,
                        label=f"{measure} transition")
         first_twin = twin if ax is used[0] else first_twin
-        _step_axis(ax, steps)
+        step_axis(ax, steps)
         ax.set_title(f"{bench} ({deepest['level']})", fontsize="medium")
         ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
         twin.set_ylabel(measure if ax in axes[:, -1] or ax is used[-1] else "")

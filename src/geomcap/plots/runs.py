@@ -9,7 +9,7 @@ import seaborn as sns
 
 from geomcap import events
 from geomcap.plots.style import (
-    PAPER_COLOR, LEVEL_COLORS, ARM_COLORS, set_style, _step_axis, _panels, _legend_entries, _no_run,
+    PAPER_COLOR, LEVEL_COLORS, ARM_COLORS, set_style, step_axis, panels, legend_entries, mark_empty,
 )
 
 
@@ -50,7 +50,7 @@ def run_curves(metrics, summary: dict | None = None, title: str | None = None, m
         if c["recovery_step"] is not None:
             rec = values[-1][np.searchsorted(l_steps, c["recovery_step"])]
             ax_rank.plot([c["recovery_step"]], [rec], "^", color="C2", label="final layer: recovery")
-    _step_axis(ax_rank, steps)
+    step_axis(ax_rank, steps)
     ax_acc.legend(loc="upper left", fontsize="small")
     ax_rank.legend(loc="best", fontsize="small")
     if title:
@@ -69,7 +69,7 @@ def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = N
     """
     set_style()
     task_names = list(dict.fromkeys(metrics["task"]))
-    fig, axes, _ = _panels(len(task_names), 4, 3.3, 2.7)
+    fig, axes, _ = panels(len(task_names), 4, 3.3, 2.7)
     rank = events.final_layer_rows(metrics, measure)
     acc = metrics[metrics["measure"] == "accuracy"]
     for ax, task in zip(axes.flat, task_names):
@@ -87,7 +87,7 @@ def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = N
         if ax not in axes[:, -1]:
             twin.tick_params(right=False, labelright=False)
         ax.set_title(task)
-        _step_axis(ax, metrics["step"].to_numpy())
+        step_axis(ax, metrics["step"].to_numpy())
         ax.set_ylabel(f"{measure}, final layer" if ax in axes[:, 0] else "")
         twin.spines["right"].set_visible(True)
     # one legend for every panel: the levels in their order, then the paper's line (wherever it is drawn)
@@ -113,7 +113,7 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
 
     set_style()
     runs = list(runs.itertuples())
-    fig, axes, _ = _panels(len(runs), ncols, 3.4, 2.4)
+    fig, axes, _ = panels(len(runs), ncols, 3.4, 2.4)
     mesh = None
     for ax, run in zip(axes.flat, runs):
         m = metrics[metrics["run"] == run.run]
@@ -124,7 +124,7 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
         edges = np.concatenate([[0], (steps[1:] + steps[:-1]) / 2, [steps[-1]]])
         mesh = ax.pcolormesh(edges, np.arange(len(layers) + 1) - 0.5, values, cmap="RdBu",
                              norm=LogNorm(vmin=1 / 8, vmax=8) if relative else None, shading="flat")
-        _step_axis(ax, steps)  # symlog, ticks at 0 and the powers of ten from 10 (no "0" beside "10^0")
+        step_axis(ax, steps)  # symlog, ticks at 0 and the powers of ten from 10 (no "0" beside "10^0")
         ax.set_yticks(range(len(layers)), [str(layer) for layer in layers])
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_ylabel("layer" if ax in axes[:, 0] else "")
@@ -145,7 +145,7 @@ def probe_curves(metrics, runs, ncols: int = 4):
     probes' accuracy at each layer (first answer token, held-out half of the probe batch)."""
     set_style()
     runs = list(runs.itertuples())
-    fig, axes, _ = _panels(len(runs), ncols, 3.4, 2.6, sharey=True)
+    fig, axes, _ = panels(len(runs), ncols, 3.4, 2.6, sharey=True)
     probes = metrics[(metrics["measure"] == "probe_accuracy") & metrics["run"].isin([r.run for r in runs])]
     # one colour per layer across every panel (runs of different depths side by side)
     palette = sns.color_palette("viridis", int(probes["layer"].max()) + 1 if len(probes) else 1)
@@ -158,10 +158,10 @@ def probe_curves(metrics, runs, ncols: int = 4):
         ax.plot(s, acc, color="k", linewidth=1.6, label="model, exact match")
         s, first = events.tidy_series(m, "first_token_accuracy")
         ax.plot(s, first, color="k", linewidth=1.2, linestyle="--", label="model, first token")
-        _step_axis(ax, steps)
+        step_axis(ax, steps)
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
-    unique = _legend_entries(axes.flat)  # the deepest run's layers too; probe layers in depth order
+    unique = legend_entries(axes.flat)  # the deepest run's layers too; probe layers in depth order
     labels = sorted((lb for lb in unique if lb.startswith("probe")), key=lambda lb: int(lb.rsplit(" ", 1)[1]))
     labels += [lb for lb in unique if not lb.startswith("probe")]
     fig.legend([unique[lb] for lb in labels], labels, loc="upper center", ncol=min(5, len(labels)),
@@ -193,7 +193,7 @@ def setting_curves(metrics, runs, measure: str = "rankme"):
         axes[0, col].set_title(f"{task}/{runs.loc[runs['task'] == task, 'level'].iloc[0]}", fontsize="medium")
         axes[1, col].set_ylim(-0.02, 1.02)
         for row in (0, 1):
-            _step_axis(axes[row, col], rank["step"])
+            step_axis(axes[row, col], rank["step"])
         axes[0, col].set_xlabel("")
     axes[0, 0].set_ylabel(f"{measure}, final layer")
     axes[1, 0].set_ylabel("test accuracy (exact match)")
@@ -220,7 +220,7 @@ def layer_collapse_steps(by_series, ncols: int = 3):
     among those with a defined statistic."""
     set_style()
     series = list(dict.fromkeys(by_series["series"]))
-    fig, axes, used = _panels(max(1, len(series)), ncols, 3.4, 2.9, sharey=True)
+    fig, axes, used = panels(max(1, len(series)), ncols, 3.4, 2.9, sharey=True)
     tasks = list(dict.fromkeys(by_series["task"]))
     colors = dict(zip(tasks, sns.color_palette("colorblind", len(tasks))))
     for ax, name in zip(used, series):
@@ -233,7 +233,7 @@ def layer_collapse_steps(by_series, ncols: int = 3):
         ax.set_yscale("log")
         ax.set_xlabel("layer (1 = first block)")
         ax.set_ylabel("half-drop step" if ax in axes[:, 0] else "")
-    unique = _legend_entries(used)
+    unique = legend_entries(used)
     fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=min(8, len(unique)),
                bbox_to_anchor=(0.5, 1.04), fontsize="small")
     fig.tight_layout(rect=(0, 0, 1, 0.92))
@@ -254,7 +254,7 @@ def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: in
     rows = events.final_layer_rows(metrics, measure)
     rows = rows[rows["step"] <= max_step]
     tasks = list(dict.fromkeys(rows["task"]))
-    fig, axes, used = _panels(max(1, len(tasks)), ncols, 3.3, 2.6)
+    fig, axes, used = panels(max(1, len(tasks)), ncols, 3.3, 2.6)
     for ax, task in zip(used, tasks):
         sel = rows[rows["task"] == task]
         for (arm, _), run in sel.groupby(["arm", "run"], sort=False):
@@ -264,11 +264,11 @@ def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: in
         settings = ", ".join(f"{level} {size}" for level, size in
                              sel[["level", "size"]].drop_duplicates().itertuples(index=False))
         ax.set_title(f"{task} ({settings})", fontsize="medium")
-        _step_axis(ax, sel["step"].to_numpy())
+        step_axis(ax, sel["step"].to_numpy())
         ax.set_ylabel(f"{measure}, final layer" if ax in axes[:, 0] else "")
     if not tasks:
-        _no_run(used[0], f"no run records {measure}")
-    unique = _legend_entries(used)
+        mark_empty(used[0], f"no run records {measure}")
+    unique = legend_entries(used)
     if unique:
         fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02),
                    fontsize="small", title="one line per run")
@@ -330,7 +330,7 @@ def selectivity_layers(selectivity, ncols: int = 3):
     set_style()
     table = selectivity if "arm" in selectivity else selectivity.assign(arm="runs")
     arms = list(dict.fromkeys(table["arm"]))
-    fig, axes, used = _panels(max(1, len(arms)), ncols, 3.6, 2.8, sharey=True)
+    fig, axes, used = panels(max(1, len(arms)), ncols, 3.6, 2.8, sharey=True)
     for ax, arm in zip(used, arms):
         rows = table[table["arm"] == arm]
         for column, colour, style, label in (("probe", "C0", "-", "probe: true answer"),
@@ -346,8 +346,8 @@ def selectivity_layers(selectivity, ncols: int = 3):
         ax.set_ylabel("probe accuracy" if ax in axes[:, 0] else "")
         ax.set_ylim(-0.02, 1.02)
     if not arms:
-        _no_run(used[0], "no run records the control task")
-    unique = _legend_entries(used)
+        mark_empty(used[0], "no run records the control task")
+    unique = legend_entries(used)
     if unique:
         fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.03),
                    fontsize="small")

@@ -37,7 +37,9 @@ def set_style() -> None:
 
 
 
-def _step_axis(ax, steps) -> None:
+def step_axis(ax, steps) -> None:
+    """Training steps on ``ax``'s x axis: symlog (the collapse lives in the first few percent of training),
+    from 0 to the last of ``steps``."""
     steps = np.asarray(steps)
     ax.set_xscale("symlog", linthresh=1, linscale=0.5)
     ax.set_xlim(0, steps.max())
@@ -47,7 +49,7 @@ def _step_axis(ax, steps) -> None:
 
 
 
-def _panels(n: int, ncols: int, width: float, height: float, **kwargs):
+def panels(n: int, ncols: int, width: float, height: float, **kwargs):
     """A grid of n panels (the unused ones hidden): (fig, axes 2-D array, used axes list)."""
     ncols = max(1, min(ncols, n))
     nrows = int(np.ceil(n / ncols))
@@ -65,7 +67,7 @@ def paper_line(ax, value: float, label: str, axis: str = "y") -> None:
 
 
 
-def _legend_entries(axes) -> dict:
+def legend_entries(axes) -> dict:
     """label -> handle over every panel, each label once, in the order first drawn (one figure legend
     for panels whose runs draw different entries)."""
     unique = {}
@@ -76,5 +78,6 @@ def _legend_entries(axes) -> dict:
 
 
 
-def _no_run(ax, text: str = "no run") -> None:
+def mark_empty(ax, text: str = "no run") -> None:
+    """Say in a panel that it has nothing to draw (``text``, greyed, at its centre)."""
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
