@@ -436,7 +436,7 @@ def test_checkpoints_refuses_an_out_that_holds_a_run(trainer_root, tmp_path, cap
     out = tmp_path / "out"
     for _ in range(2):
         assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoints.json", "metrics.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoints.json", "digests.json", "metrics.csv"]
     assert sorted(store.read_metrics(out).step.unique()) == [0, 5, 20]
 
 

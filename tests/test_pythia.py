@@ -223,6 +223,163 @@ def test_run_from_the_hub_deletes_downloads_when_asked(standin, small_benchmarks
     assert refs == {"main"}
     config = store.read_config(report["run_dirs"]["arithmetic"])
     assert config["model"] == HUB and config["size"] == "160m" and config["tokens_per_step"] == 2_097_152
+    # each revision is pinned by the commit its branch pointed to when downloaded (the cache's ref)
+    recorded = store.read_digests(report["run_dirs"]["arithmetic"])
+    assert {r: d["commit"] for r, d in recorded.items()} == {
+        r: hashlib.sha1(f"{HUB}@{r}".encode()).hexdigest() for r in ("step0", "step4")}
+    assert list(recorded["step4"]["files"]) == ["pytorch_model.bin"] and recorded["step4"]["tensors"] > 0
+
+
+def test_where_the_hub_answers_a_copy_is_known_before_it_is_downloaded(standin, small_benchmarks, tmp_path,
+                                                                        monkeypatch):
+    """The hub's record of each branch (commit, LFS sha256 per weight file) is read first where it is reachable:
+    a branch serving an earlier branch's file is neither downloaded nor scored, and the others load at the
+    recorded commit. The hub is not reachable here: its answer is given by hand, the cache serves the rest."""
+    from types import SimpleNamespace
+
+    import huggingface_hub
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub"
+    make_hub_cache(standin, cache, revisions=("step0", "step4"))
+    commit = {r: hashlib.sha1(f"{HUB}@{r}".encode()).hexdigest() for r in ("step0", "step2", "step4")}
+    snapshots = cache / "models--EleutherAI--pythia-160m" / "snapshots"
+    lfs = {r: (snapshots / commit[r] / "pytorch_model.bin").resolve().name for r in ("step0", "step4")}  # blob = sha256
+    lfs["step2"] = lfs["step0"]  # step2 serves step0's file (and is not in the cache: it must not be needed)
+
+    def model_info(self, repo_id, revision=None, files_metadata=False):
+        assert repo_id == HUB and files_metadata
+        return SimpleNamespace(sha=commit[revision], siblings=[
+            SimpleNamespace(rfilename="pytorch_model.bin", lfs={"sha256": lfs[revision]}),
+            SimpleNamespace(rfilename="config.json", lfs=None)])
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    assert pythia.hub_record(HUB, "step2") == {"step": 2, "commit": commit["step2"], "files": {
+        "pytorch_model.bin": lfs["step0"]}}
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # the loads read the cache only
+    monkeypatch.setattr(pythia.runs, "hub_record", lambda model, revision: {
+        "step": pythia.revision_step(revision), "commit": commit[revision],
+        "files": {"pytorch_model.bin": lfs[revision]}})
+    report = pythia.run(HUB, revisions="step0,step2,step4", benchmarks=["arithmetic"], root=tmp_path / "runs",
+                        cache_dir=cache, benchmark_dir=small_benchmarks, progress=False, log=lambda msg: None)
+    assert report["stored"] == ["step0", "step4"] and report["duplicates"] == {"step2": "step0"}
+    recorded = store.read_digests(report["run_dirs"]["arithmetic"])
+    assert recorded["step2"] == {"step": 2, "commit": commit["step2"], "files": {"pytorch_model.bin": lfs["step0"]}}
+    assert recorded["step0"]["files"] == {"pytorch_model.bin": lfs["step0"]}  # the download is what the hub records
+    assert recorded["step4"]["commit"] == commit["step4"] and "weights" in recorded["step4"]
+
+
+# ---------------------------------------------------------------------------
+# revision integrity: a local root whose revisions are partly copies
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def copied_root(standin, tmp_path_factory):
+    """A local root of 30 revisions step0 .. step29, three of them copies: step20 a byte copy of step19, step21
+    step19's weights re-saved in shards (other files, the same tensors), step25 a byte copy of step24. The
+    others each hold weights of their own: the stand-in's last checkpoint with one output weight moved by a
+    different amount (distinct checkpoints without training 30)."""
+    import shutil
+
+    from transformers import GPTNeoXForCausalLM
+
+    root = tmp_path_factory.mktemp("copied") / "root"
+    net = GPTNeoXForCausalLM.from_pretrained(standin / "step12")
+    for step in range(30):
+        folder = root / f"step{step}"
+        if step in (20, 25):
+            shutil.copytree(root / f"step{step - 1}", folder)
+        elif step == 21:
+            GPTNeoXForCausalLM.from_pretrained(root / "step19").save_pretrained(folder, max_shard_size="40KB")
+        else:
+            with torch.no_grad():
+                net.get_output_embeddings().weight[0, 0] += 0.01
+            net.save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(standin / "step12" / name, root / "step29" / name)
+    return root
+
+
+COPIES = {"step20": "step19", "step21": "step19", "step25": "step24"}
+OWN = [f"step{s}" for s in range(30) if f"step{s}" not in COPIES]
+
+
+def test_copied_revisions_are_found_and_not_scored(copied_root, small_benchmarks, tmp_path, capsys):
+    assert len(list((copied_root / "step21").glob("model-*.safetensors"))) > 1  # sharded: other files
+    messages = []
+    kwargs = dict(benchmarks=["logical_deduction"], root=tmp_path / "runs", benchmark_dir=small_benchmarks,
+                  progress=False, log=messages.append)
+    report = pythia.run(copied_root, revisions="all", **kwargs)
+    assert report["duplicates"] == COPIES and report["stored"] == OWN
+    run_dir = report["run_dirs"]["logical_deduction"]
+    recorded = store.read_digests(run_dir)
+    assert sorted(recorded, key=pythia.revision_step) == [f"step{s}" for s in range(30)]
+    assert recorded["step20"]["files"] == recorded["step19"]["files"]
+    assert recorded["step21"]["files"] != recorded["step19"]["files"]
+    assert recorded["step21"]["weights"] == recorded["step19"]["weights"] != recorded["step22"]["weights"]
+    assert len({d["weights"] for d in recorded.values()}) == len(OWN)
+    assert sorted(store.read_metrics(run_dir)["step"].unique()) == [int(r[4:]) for r in OWN]
+    assert store.read_status(run_dir)["duplicates"] == COPIES
+    lines = [m for m in messages if "hold the weights of an earlier one" in m]
+    assert len(lines) == 1 and "step20, step21 = step19; step25 = step24" in lines[0]
+    again = pythia.run(copied_root, revisions="all", **kwargs)  # resumed: the copies are known, nothing loaded
+    assert again["stored"] == [] and again["duplicates"] == COPIES
+    from geomcap import cli
+
+    with pytest.warns(UserWarning, match="step20, step21 = step19; step25 = step24"):
+        assert cli.main(["show", str(run_dir)]) == 0
+    assert "duplicates step20 = step19, step21 = step19, step25 = step24" in capsys.readouterr().out
+
+
+def test_a_gap_measured_across_copied_revisions_is_refused(copied_root, small_benchmarks, tmp_path):
+    """On the stored run of the copied root, a series whose RankMe turns at step 18 and whose accuracy is
+    acquired at step 24: read without the digests, a precursor gap; with them, the copies are left out and the
+    gap, which spans step19 and its copies, is refused."""
+    report = pythia.run(copied_root, revisions="all", benchmarks=["logical_deduction"], root=tmp_path / "runs",
+                        benchmark_dir=small_benchmarks, progress=False, log=lambda msg: None)
+    runs = pythia.load_benchmark_runs(tmp_path / "runs")
+    assert list(runs["path"]) == [str(report["run_dirs"]["logical_deduction"])]
+    steps = np.arange(30)
+    acc = np.where(steps < 24, 0.0, 1.0)
+    rank = np.where(steps < 18, 10.0, 3.0)
+    rows = [(s, -1, "accuracy", a) for s, a in zip(steps, acc)]
+    rows += [(s, layer, "rankme", r + layer) for s, r in zip(steps, rank) for layer in (0, 1, 2)]
+    metrics = pd.DataFrame(rows, columns=store.METRIC_COLUMNS).assign(run=runs["run"].iloc[0],
+                                                                     task="logical_deduction")
+    # without the digests (no path to read them from): a gap, and it reads as a precursor
+    blind = results.gap_table(runs.drop(columns="path"), metrics).iloc[0]
+    expected = events.precursor(steps, rank + 2, events.chance_corrected(acc, runs["chance"].iloc[0]))
+    assert expected.gap_steps and blind["gap_steps"] == expected.gap_steps and bool(blind["is_precursor"])
+    assert results.claim_c7(results.gap_table(runs.drop(columns="path"), metrics))["verdict"] == "reproduced"
+    # with them: the copies leave the series, and the gap across step19's and step24's groups is refused
+    with pytest.warns(UserWarning, match="step20, step21 = step19; step25 = step24") as caught:
+        table = results.gap_table(runs, metrics)
+    assert len(caught) == 1
+    row = table.iloc[0]
+    assert row["revisions"] == 27 and row["left_out"] == 3 and row["acquisition_step"] == 24
+    assert pd.isna(row["gap_steps"]) and row["is_precursor"] is None
+    assert row["gap_refused"] == "step19, step20, step21, step24"
+    c7 = results.claim_c7(table)
+    assert c7["verdict"] == "not testable" and "refused" in c7["ours"] and "step19, step20, step21 and 1 more" in c7["ours"]
+
+
+def test_measuring_checkpoints_leaves_the_copies_out(copied_root, tmp_path, capsys):
+    from geomcap import checkpoints, cli
+
+    prompts = ["The capital of France is", "Two plus two is", "A robin is a kind of", "Once upon a time"]
+    with pytest.warns(UserWarning, match="step20, step21 = step19; step25 = step24") as caught:
+        monitor = checkpoints.measure_checkpoints(copied_root, prompts, tmp_path / "out")
+    assert len([w for w in caught if "earlier one" in str(w.message)]) == 1
+    assert monitor.checkpoints["duplicates"] == COPIES and monitor.checkpoints["scored"] == len(OWN)
+    assert sorted(store.read_metrics(tmp_path / "out")["step"].unique()) == [int(r[4:]) for r in OWN]
+    assert len(store.read_digests(tmp_path / "out")) == 30
+    checkpoints.check_out(tmp_path / "out")  # its own output: may be written again
+    with pytest.warns(UserWarning, match="step25 = step24"):
+        assert cli.main(["show", "--json", str(tmp_path / "out")]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["duplicate_of"] == COPIES and shown["shares_files_with"] == {}
 
 
 # ---------------------------------------------------------------------------

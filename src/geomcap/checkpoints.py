@@ -4,7 +4,9 @@ A series is a folder of ``checkpoint-<N>`` (the Hugging Face Trainer's) or ``ste
 subfolders, each what ``save_pretrained`` writes. :func:`measure_checkpoints` (``geomcap checkpoints``)
 loads them one at a time (:func:`load_pretrained`, the one loading path, which :mod:`geomcap.pythia` also
 takes), records each with a :class:`geomcap.monitor.GeometryMonitor` on a file of prompts, and writes
-``metrics.csv`` beside :data:`CHECKPOINTS_FILE`.
+``metrics.csv`` beside :data:`CHECKPOINTS_FILE` and the content digest of each checkpoint
+(:mod:`geomcap.digests`, ``digests.json``): a checkpoint holding the same weights as an earlier one is not
+measured (:mod:`geomcap.analysis.integrity`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import numpy as np
 import torch
 
 from geomcap import store
+from geomcap.analysis.integrity import earlier_copy, integrity_table, warn_copies
+from geomcap.digests import revision_digest, weight_files
 from geomcap.store import CheckpointUnavailable
 from geomcap.monitor import GeometryMonitor
 
@@ -131,14 +135,15 @@ CHECKPOINTS_FILE = "checkpoints.json"
 def check_out(out, option: str = "out") -> None:
     """Raise ValueError unless ``out`` may receive :func:`measure_checkpoints`' output: a directory that does
     not exist, an empty one, or one holding only its own earlier output (metrics.csv beside
-    :data:`CHECKPOINTS_FILE`). Anything else, a geomcap run above all, is left untouched."""
+    :data:`CHECKPOINTS_FILE` and digests.json). Anything else, a geomcap run above all, is left untouched."""
     out = Path(out)
     if not out.exists():
         return
     if not out.is_dir():
         raise ValueError(f"{option} {out}: exists and is not a directory")
     names = sorted(p.name for p in out.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp")))
-    if not names or (CHECKPOINTS_FILE in names and set(names) <= {CHECKPOINTS_FILE, store.METRICS_FILE}):
+    own = {CHECKPOINTS_FILE, store.METRICS_FILE, store.DIGESTS_FILE}
+    if not names or (CHECKPOINTS_FILE in names and set(names) <= own):
         return
     what = "a geomcap run" if store.CONFIG_FILE in names else "other files"
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
@@ -199,13 +204,22 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
         memory), through :func:`load_pretrained`.
     progress : callable(str), optional
         Called with one line per checkpoint (and per checkpoint skipped
-        because it cannot be loaded: missing, truncated or non-finite weights),
-        and once with the number of prompts left out.
+        because it cannot be loaded: missing, truncated or non-finite weights,
+        or because it holds an earlier checkpoint's weights), and once with the
+        number of prompts left out.
+
+    Before a checkpoint is loaded, its content digest
+    (:func:`geomcap.digests.revision_digest`) is recorded (``out/digests.json``);
+    one that holds the same weights as an earlier checkpoint is a duplicate: it
+    is not measured, and the duplicates are named in one
+    :class:`~geomcap.analysis.integrity.CopiedRevisionsWarning`.
 
     The returned monitor's ``checkpoints`` is a dict: ``root``, ``position``,
     ``scored`` (the number of checkpoints scored), ``skipped`` ({folder name: why}),
+    ``duplicates`` ({folder name: the earlier folder whose weights it holds}),
     ``prompts`` (the number scored), ``prompts_left_out`` (longer than the
-    model's ``context`` positions) and ``context``.
+    model's ``context`` positions) and ``context``; ``monitor.digests`` holds
+    the digests.
     """
     from transformers import AutoTokenizer
 
@@ -220,9 +234,17 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
     prompts = list(prompts)
     lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]]
     shown = position if isinstance(position, str) else int(position) if np.ndim(position) == 0 else "mask"
-    series = {"root": str(root), "position": shown, "scored": 0, "skipped": {}}
-    monitor = None
+    series = {"root": str(root), "position": shown, "scored": 0, "skipped": {}, "duplicates": {}}
+    monitor, digests = None, {}
     for step, folder in found:
+        if weight_files(folder):  # else load_pretrained says what is missing
+            digests[folder.name] = revision_digest(folder, step)
+            twin = earlier_copy(digests, folder.name)
+            if twin:  # the same weights as an earlier checkpoint: nothing to measure
+                series["duplicates"][folder.name] = twin
+                if progress is not None:
+                    progress(f"{folder.name}: the weights of {twin}, not measured")
+                continue
         try:
             net = load_pretrained(folder, device=device, dtype=dtype, what=f"{root}: {folder.name}")
         except CheckpointUnavailable as exc:  # a broken checkpoint is reported, counted and skipped
@@ -239,7 +261,7 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
                          f"{context} positions: left out, the measures are over the other {len(kept)}")
             monitor = GeometryMonitor(net, dict(tokenizer(kept, padding=True, return_tensors="pt")),
                                       position=position)
-            monitor.checkpoints = series
+            monitor.checkpoints, monitor.digests = series, digests
         monitor.model = net
         monitor.record(step)
         series["scored"] += 1
@@ -250,13 +272,15 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
             progress(f"{folder.name}: step {step}, final-layer rankme {monitor.final_rankme[1][-1]:.2f}")
     if monitor is None:
         raise ValueError(f"root: none of the {len(found)} checkpoints under {root} could be loaded")
-    if out is not None and series["skipped"]:
+    if out is not None and (series["skipped"] or series["duplicates"]):
         _save_series(monitor, out)  # the checkpoints skipped after the last one scored
+    warn_copies(integrity_table(digests), str(root))
     return monitor
 
 
 def _save_series(monitor: GeometryMonitor, out) -> None:
-    """checkpoints.json first (it marks ``out`` as this output), then metrics.csv."""
+    """checkpoints.json first (it marks ``out`` as this output), then the digests and metrics.csv."""
     Path(out).mkdir(parents=True, exist_ok=True)
     store.atomic_write_json(Path(out) / CHECKPOINTS_FILE, monitor.checkpoints)
+    store.write_digests(out, monitor.digests)
     monitor.save(out)

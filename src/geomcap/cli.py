@@ -351,6 +351,7 @@ def show_summary(path) -> dict:
     import pandas as pd
 
     from geomcap import events, store
+    from geomcap.analysis.integrity import integrity_table, left_out_steps, warn_copies
     from geomcap.results import run_chance
 
     path = Path(path)
@@ -362,14 +363,22 @@ def show_summary(path) -> dict:
     config = store.read_config(run_dir) if (run_dir / store.CONFIG_FILE).exists() else None
     status = store.read_status(run_dir) if config else None
     chance_known = config is not None and all(k in config for k in ("task", "level", "seed"))
-    # training writes the chance level into status.json; runs older than that regenerate their data for it
-    recorded = (status or {}).get("chance_accuracy")
+    # training writes the chance level into status.json (a Pythia run's config holds its benchmark's); runs older
+    # than that regenerate their data for it
+    recorded = (status or {}).get("chance_accuracy", (config or {}).get("chance"))
     chance = (recorded if recorded is not None else run_chance(config)) if chance_known else 0.0
+    # revision integrity (a series of saved checkpoints records digests.json): copies are read out first
+    integrity = integrity_table(store.read_digests(run_dir))
+    metrics = metrics[~metrics["step"].isin(left_out_steps(integrity))]
+    warn_copies(integrity, str(run_dir))
     out = {"path": str(path), "config": config, "status": status,
            "chance_known": chance_known,
            "note": None if chance_known else "no config with task, level and seed: the best constant answer's "
                                              "accuracy is unknown, acquisition uses chance 0",
            "protocol": events.PROTOCOL,
+           "duplicate_of": {r.revision: r.duplicate_of for r in integrity.itertuples() if r.duplicate_of},
+           "shares_files_with": {r.revision: r.shares_files_with for r in integrity.itertuples()
+                                 if r.shares_files_with},
            "summary": events.summarize_run(metrics, chance=chance)}
     return _strict_json(out)
 
@@ -391,6 +400,12 @@ def cmd_show(args) -> int:
               f"{config.get('seed')}  steps {config.get('steps')}  {state}")
     else:
         print(f"config     none: {shown['note']}")
+    if shown["duplicate_of"]:
+        print("duplicates " + ", ".join(f"{r} = {o}" for r, o in shown["duplicate_of"].items())
+              + " (the same weights: left out of every reading)")
+    if shown["shares_files_with"]:
+        print("partial    " + "; ".join(f"{r} shares a weight file with {o}"
+                                        for r, o in shown["shares_files_with"].items()))
     print(events.format_summary(shown["summary"]))
     return 0
 
@@ -428,7 +443,7 @@ def cmd_pythia(args) -> int:
         layers = args.layers if args.layers in ("final", "all") else [int(x) for x in args.layers.split(",")]
         table = results.gap_table(runs, metrics, layers=layers)
         columns = ["model", "benchmark", "level", "layer", "final_accuracy", "acquisition_step", "transition_step",
-                   "gap_steps", "gap_tokens", "is_precursor"]
+                   "gap_steps", "gap_tokens", "is_precursor", "gap_refused"]
         print(table[columns].to_string(index=False))
         return 0
     # run: every parameter is checked before anything is written
@@ -441,7 +456,8 @@ def cmd_pythia(args) -> int:
     report = pythia.run(args.model, revisions=args.revisions, benchmarks=args.benchmarks, root=args.out,
                         cache_dir=args.cache_dir, delete_downloads=args.delete_downloads, device=args.device,
                         batch_tokens=args.batch_tokens, label=args.label, progress=not args.quiet)
-    print(f"{len(report['stored'])} revisions scored now, {len(report['skipped'])} skipped; "
+    print(f"{len(report['stored'])} revisions scored now, {len(report['skipped'])} skipped, "
+          f"{len(report['duplicates'])} not scored (the weights of an earlier revision); "
           f"run directories under {args.out}")
     for revision, reason in report["skipped"].items():
         print(f"skipped {revision}: {reason}", file=sys.stderr)
@@ -556,6 +572,8 @@ def cmd_checkpoints(args) -> int:
                 "positions)" if series["prompts_left_out"] else "")
     skipped = (f", {len(series['skipped'])} skipped as unreadable ({', '.join(series['skipped'])})"
                if series["skipped"] else "")
+    skipped += (f", {len(series['duplicates'])} not measured (the weights of an earlier checkpoint: "
+                f"{', '.join(f'{c} = {o}' for c, o in series['duplicates'].items())})" if series["duplicates"] else "")
     print(f"wrote {args.out}/metrics.csv: {series['scored']} checkpoints scored{skipped}; "
           f"{series['prompts']} prompts{left_out}")
     print(monitor.collapse_summary(result))

@@ -14,6 +14,8 @@ A run directory holds
   ``geomcap.train.STATE_EVERY_S``), so a run killed at any point resumes from it,
   measuring the checkpoints after it again. Removed when the run completes:
   the store keeps metrics, not weights.
+* ``digests.json``  -- for a series of saved checkpoints (a Pythia run, ``geomcap checkpoints``): the content
+  digest of each revision measured (:mod:`geomcap.digests`), rewritten after each one;
 * ``lock``          -- while a process writes the run only: its pid and host
   (:func:`run_lock`). A run directory has one writer at a time; a lock left
   by a killed process is recovered by the next writer.
@@ -48,6 +50,7 @@ METRICS_FILE = "metrics.csv"
 STATUS_FILE = "status.json"
 STATE_FILE = "state.pt"
 LOCK_FILE = "lock"
+DIGESTS_FILE = "digests.json"
 METRIC_COLUMNS = ("step", "layer", "measure", "value")
 
 
@@ -371,6 +374,19 @@ def read_status(run_dir) -> dict | None:
     """A run's status.json (None while the run has none); ValueError naming the file when unreadable."""
     path = Path(run_dir) / STATUS_FILE
     return _read_json(path) if path.exists() else None
+
+
+def read_digests(run_dir) -> dict:
+    """The content digest of each revision a series of checkpoints recorded (``digests.json``: {revision:
+    :func:`geomcap.digests.revision_digest`}); {} when it recorded none. ValueError naming the file when it is
+    unreadable."""
+    path = Path(run_dir) / DIGESTS_FILE
+    return _read_json(path) if path.exists() else {}
+
+
+def write_digests(run_dir, digests: dict) -> None:
+    """Write ``digests.json`` (atomically; keys sorted, as every JSON file of the store)."""
+    atomic_write_json(Path(run_dir) / DIGESTS_FILE, digests)
 
 
 def last_metrics_step(run_dir) -> int | None:

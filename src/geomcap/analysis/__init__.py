@@ -18,7 +18,10 @@ about, and from the runs of a store to tables. One module per part:
   grid, memorisation before generalisation, twins;
 * :mod:`~geomcap.analysis.display` -- tables as the book shows them;
 * :mod:`~geomcap.analysis.pythia_revisions`, :mod:`~geomcap.analysis.pythia_runs` -- Pythia's revision names and
-  the stored Pythia runs (C7), read without the loaders of :mod:`geomcap.pythia`.
+  the stored Pythia runs (C7), read without the loaders of :mod:`geomcap.pythia`;
+* :mod:`~geomcap.analysis.integrity` -- which revisions of a series of checkpoints are copies of others, from their
+  content digests; :mod:`~geomcap.analysis.pythia_upstream` -- the same read from the upstream reports on the public
+  Pythia checkpoints.
 
 The claims and their verdicts are :mod:`geomcap.claims`'. :mod:`geomcap.events` and :mod:`geomcap.results`
 import these names for readers of the previous layout.

@@ -1,17 +1,23 @@
 """C7: on Pythia (or the offline stand-in), RankMe precedes the hard benchmark's acquisition and no easy
 diagnostic's: the gap table per benchmark and layer, the claim's text, its rule and its verdict.
 
-The stored Pythia runs are read through :mod:`geomcap.analysis.pythia_runs` (torch-free, as everything here).
+The stored Pythia runs are read through :mod:`geomcap.analysis.pythia_runs` (torch-free, as everything here); the
+revisions a run holds that are copies of others (:mod:`geomcap.analysis.integrity`) are taken out before any event
+is timed.
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
+from geomcap import store
 from geomcap.analysis.acquisition import plateau_fraction
 from geomcap.analysis.collapse import collapse
 from geomcap.analysis.difficulty import EASY_MAX_STEP, HARD_MIN_STEP, difficulty_class
+from geomcap.analysis.integrity import INTEGRITY_COLUMNS, copies_in_span, integrity_table, left_out_steps, warn_copies
 from geomcap.analysis.protocol import ACQUISITION_PATIENCE, ACQUISITION_THRESHOLD
 from geomcap.analysis.pythia_runs import model_runs, select_metrics
 from geomcap.analysis.runs import load_metrics
@@ -26,8 +32,8 @@ CLAIM = "C7"
 #: its verdict rule, in words, from the thresholds it uses (:data:`~geomcap.claims.table.RULES` collects every claim's)
 RULE = ("reproduced: the hard benchmark is acquired with a precursor (final layer) and no easy benchmark "
         "has one; partly: the hard one has a precursor but some easy ones do too; not reproduced: the hard "
-        "one is acquired without a precursor; not testable: no Pythia run, or the hard benchmark is never "
-        "acquired")
+        "one is acquired without a precursor; not testable: no Pythia run, the hard benchmark is never "
+        "acquired, or its gap is refused (measured across revisions that hold another revision's weights)")
 
 #: the step budget the protocol's difficulty cut-offs (:data:`~geomcap.analysis.difficulty.EASY_MAX_STEP`,
 #: :data:`~geomcap.analysis.difficulty.HARD_MIN_STEP`) were set against: the grid's longest, its hard levels'
@@ -42,6 +48,14 @@ def revision_cutoffs(training_steps) -> tuple:
     (143,000 steps) 5,362.5 and 8,937.5. Returns ``(easy_max_step, hard_min_step)``."""
     share = training_steps / REFERENCE_STEPS
     return EASY_MAX_STEP * share, HARD_MIN_STEP * share
+
+
+def run_integrity(run) -> pd.DataFrame:
+    """The :func:`~geomcap.analysis.integrity.integrity_table` of one run (a row of a runs table) from the
+    digests it recorded (``digests.json`` in its ``path``); empty when it has no path or recorded none."""
+    path = getattr(run, "path", None)
+    digests = store.read_digests(path) if isinstance(path, (str, os.PathLike)) and str(path) else {}
+    return integrity_table(digests) if digests else pd.DataFrame(columns=INTEGRITY_COLUMNS)
 
 
 def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure: str = "rankme",
@@ -63,12 +77,21 @@ def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure
     revision steps (:func:`geomcap.results.revision_cutoffs` of the run's ``steps``, its training length);
     ``standin``: the run is the offline stand-in, not Pythia.
 
+    Revision integrity, before any event is timed: the revisions whose weights an earlier revision holds
+    (:func:`geomcap.analysis.integrity.integrity_table` of the run's recorded digests) are left out
+    (``left_out``: how many), and a gap measured across a revision that is not step-specific is refused
+    (``gap_refused``: the revisions it spans; the gap, its tokens and fraction and ``is_precursor`` are then
+    empty). One :class:`~geomcap.analysis.integrity.CopiedRevisionsWarning` per model names the copies.
+
     ``runs``: one row per benchmark (``run``, ``model``, ``task``, ``level``, ``chance``, ``tokens_per_step``;
-    ``steps`` and ``standin`` when stored); ``metrics``: their tidy metrics with a ``run`` column.
+    ``steps``, ``standin`` and ``path`` when stored); ``metrics``: their tidy metrics with a ``run`` column.
     """
-    rows = []
+    rows, copies = [], {}
     for run in runs.itertuples():
-        m = metrics[metrics["run"] == run.run]
+        integrity = run_integrity(run)
+        if len(integrity):
+            copies.setdefault(run.model, integrity)
+        m = metrics[(metrics["run"] == run.run) & ~metrics["step"].isin(left_out_steps(integrity))]
         steps, acc = tidy_series(m, "accuracy")
         corrected = chance_corrected(acc, run.chance)
         r_layers, r_steps, values = layer_matrix(m, measure)
@@ -80,19 +103,26 @@ def gap_table(runs: pd.DataFrame, metrics: pd.DataFrame, layers="final", measure
         for layer in check_layers(layers, r_layers):
             p = precursor(steps, values[list(r_layers).index(layer)], corrected, threshold=threshold,
                           patience=patience)
+            refused = copies_in_span(integrity, p.measure_step, p.acquisition_step) if p.gap_steps is not None \
+                else []
+            gap = None if refused else p.gap_steps
             rows.append({
                 "model": run.model, "benchmark": run.task, "level": run.level, "chance": run.chance,
                 "revisions": len(steps), "last_step": int(steps[-1]), "final_accuracy": float(acc[-1]),
                 "best_accuracy": float(np.max(acc)), "acquisition_step": p.acquisition_step,
                 "layer": layer, "final_layer": layer == final, "transition_step": p.measure_step,
-                "gap_steps": p.gap_steps, "gap_checkpoints": p.gap_checkpoints,
-                "gap_tokens": None if p.gap_steps is None else p.gap_steps * int(run.tokens_per_step),
-                "gap_fraction": None if p.gap_steps is None else p.gap_steps / int(steps[-1]),
-                "is_precursor": p.is_precursor, "floor_step": floor.floor_step if floor else None,
+                "gap_steps": gap, "gap_checkpoints": None if refused else p.gap_checkpoints,
+                "gap_tokens": None if gap is None else gap * int(run.tokens_per_step),
+                "gap_fraction": None if gap is None else gap / int(steps[-1]),
+                "is_precursor": None if refused else p.is_precursor,
+                "gap_refused": ", ".join(refused) or None, "left_out": len(left_out_steps(integrity)),
+                "floor_step": floor.floor_step if floor else None,
                 "plateau_fraction": plateau_fraction(steps, corrected, until=p.acquisition_step),
                 # a run's training length; the last revision stored when the runs table does not say
                 "training_steps": int(steps[-1]) if training is None or pd.isna(training) else int(training),
                 "standin": isinstance(getattr(run, "standin", None), dict)})
+    for model, integrity in copies.items():
+        warn_copies(integrity, model)
     table = pd.DataFrame(rows)
     if table.empty:
         return table
@@ -119,6 +149,10 @@ def c7_verdict(table: pd.DataFrame | None = None) -> dict:
     easy_k, easy_n = bool_share(easy.loc[easy["acquisition_step"].notna(), "is_precursor"])
     if acquired.empty:
         return claim_row("C7", f"hard benchmark never acquired; easy precursors {easy_k}/{easy_n}", rule=RULE)
+    acquired = acquired[acquired["is_precursor"].notna()]  # a refused gap (across copied revisions) is not read
+    if acquired.empty:
+        return claim_row("C7", f"hard benchmark's gap refused (measured across revisions that hold another "
+                               f"revision's weights); easy precursors {easy_k}/{easy_n}", rule=RULE)
     k, n = bool_share(acquired["is_precursor"])
     gap = pd.to_numeric(acquired["gap_checkpoints"], errors="coerce").median()
     text = f"hard: precursor {k}/{n} (median gap {gap:.0f} checkpoints); easy precursors {easy_k}/{easy_n}"
@@ -128,9 +162,10 @@ def c7_verdict(table: pd.DataFrame | None = None) -> dict:
 
 def claim_c7(table: pd.DataFrame | None = None) -> dict:
     """The C7 row of the claims table from a :func:`gap_table` (None: no Pythia run): who was measured (the
-    stand-in is named as such), each hard benchmark's gap at the final layer (or why there is none), and how many
-    easy benchmarks show a precursor; the verdict by :func:`c7_verdict`. The value is the hard gap in steps (NaN
-    when undefined)."""
+    stand-in is named as such), each hard benchmark's gap at the final layer (or why there is none: never
+    acquired, or refused because it is measured across copied revisions), and how many easy benchmarks show a
+    precursor; the verdict by :func:`c7_verdict`. The value is the hard gap in steps (NaN when undefined or
+    refused)."""
     if table is None:
         return c7_verdict(None)
     final = table[table["final_layer"]] if len(table) else table
@@ -138,21 +173,27 @@ def claim_c7(table: pd.DataFrame | None = None) -> dict:
         return claim_row("C7", "no benchmark selected")
     model = final["model"].iloc[0]
     standin = bool(final["standin"].iloc[0]) if "standin" in final else False
+    judged = c7_verdict(table)
     who = "the offline stand-in (NOT Pythia)" if standin else model
     hard = final[final["level"] == "hard"]
     easy = final[final["level"] == "easy"]
     parts, value = [who + ":"], float("nan")
     for row in hard.itertuples():
+        refused = getattr(row, "gap_refused", None)
         if pd.isna(row.acquisition_step):
             parts.append(f"{row.benchmark} never acquired (best accuracy {row.best_accuracy:.2f}, "
                          f"chance {row.chance:.2f}), so no gap;")
+        elif isinstance(refused, str) and refused:
+            names = refused.split(", ")
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            parts.append(f"{row.benchmark} acquired at step {row.acquisition_step}, gap from RankMe's transition at "
+                         f"step {row.transition_step} refused: it spans revisions that hold another revision's "
+                         f"weights ({shown});")
         else:
             parts.append(f"{row.benchmark} gap {row.gap_steps} steps ({row.gap_fraction:.0%} of training);")
             value = float(row.gap_steps)
-    acquired = easy[easy["acquisition_step"].notna()]
-    parts.append(f"easy benchmarks with a RankMe precursor: {int(acquired['is_precursor'].sum())}/{len(acquired)} "
-                 f"acquired ({len(easy)} selected)")
-    judged = c7_verdict(table)
+    k, n = bool_share(easy.loc[easy["acquisition_step"].notna(), "is_precursor"])
+    parts.append(f"easy benchmarks with a RankMe precursor: {k}/{n} acquired ({len(easy)} selected)")
     return claim_row("C7", " ".join(parts), value, judged["verdict"], judged["rule"])
 
 

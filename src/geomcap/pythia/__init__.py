@@ -25,6 +25,13 @@ latest revision of a local root. A revision that cannot be loaded (absent,
 truncated, non-finite or missing weights) raises :class:`RevisionUnavailable`,
 which :func:`run` reports and skips.
 
+Revision integrity. A revision's name does not guarantee its content (on the hub, most of pythia-2.8b's
+early branches serve the final model's file: ``data/pythia/README.md``). :func:`run` records the content
+digest of each revision it loads (:mod:`geomcap.digests`: the sha256 of each weight file and of its tensors,
+and the hub commit) in each run's ``digests.json``, does not score a revision that holds an earlier one's
+weights, and pins each hub revision to its commit (:func:`hub_record`, :func:`revision_folder`); the readers
+leave such copies out and refuse a gap measured across them (:mod:`geomcap.analysis.integrity`).
+
 Scoring (:func:`score_items`). Every sequence starts with ``<|endoftext|>``
 (id 0, Pythia's document separator), then the context, then one choice;
 sequences are right-padded (GPT-NeoX takes positions from arange, so left
@@ -62,8 +69,8 @@ from geomcap.analysis.pythia_runs import (CPU_FORWARD_SECONDS, check_benchmarks,
                                           cost_estimate, describe, load_benchmark_runs, model_runs, section_root,
                                           select_metrics, timing_table)
 from geomcap.analysis.selection import check_layers
-from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, load_pretrained,
-                                    load_revision, load_tokenizer)
+from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, hub_record,
+                                    load_pretrained, load_revision, load_tokenizer, revision_folder)
 from geomcap.pythia.runs import MEASURES, SCORING, run, run_config
 from geomcap.pythia.scoring import Scores, accuracy, benchmark_rows, encode_items, fitting_items, score_items
 from geomcap.pythia.standin import (STANDIN_BUILD_KEYS, build_standin, standin_corpus, standin_steps,
@@ -76,6 +83,7 @@ __all__ = [
     "select_revisions", "standin_info",
     # loading
     "load_tokenizer", "load_revision", "load_pretrained", "default_dtype", "delete_cached_revision",
+    "revision_folder", "hub_record",
     # scoring
     "Scores", "encode_items", "fitting_items", "score_items", "accuracy", "benchmark_rows",
     # the run into the store

@@ -11,12 +11,14 @@ import pandas as pd
 import torch
 
 from geomcap import diagnostics, store
-from geomcap.models import resolve_device
+from geomcap.analysis.integrity import copies_line, earlier_copy, integrity_table
 from geomcap.analysis.pythia_revisions import (SCHEDULE_STEPS, TOKENS_PER_STEP, available_revisions, check_model,
                                                model_label, revision_step, select_revisions, standin_info)
 from geomcap.analysis.pythia_runs import check_benchmarks, committed_runs_root
-from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, load_revision,
-                                    load_tokenizer)
+from geomcap.digests import revision_digest, weight_files
+from geomcap.models import resolve_device
+from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, hub_record,
+                                    load_revision, load_tokenizer, revision_folder)
 from geomcap.pythia.scoring import benchmark_rows, encode_items, fitting_items, score_items
 from geomcap.pythia.standin import STANDIN_BUILD_KEYS
 
@@ -56,14 +58,24 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
     """Metrics of every (revision, benchmark) into the run store; resumable.
 
     For each revision in step order: skip it when every benchmark has it
-    stored; else load it (one revision in memory at a time), score every
-    benchmark still missing it, write each benchmark's metrics.csv, free the
-    model and, with ``delete_downloads`` (hub only), remove the revision from
-    the download cache. A revision that cannot be loaded is reported through
+    stored; else load it (one revision in memory at a time), record its
+    content digest (:func:`geomcap.digests.revision_digest`: the sha256 of each
+    weight file and of its tensors, and the hub commit it was downloaded
+    from) in each run's ``digests.json``, score every benchmark still missing
+    it, write each benchmark's metrics.csv, free the model and, with
+    ``delete_downloads`` (hub only), remove the revision from the download
+    cache. A revision that holds the same weights as an earlier one
+    (:func:`geomcap.analysis.integrity.earlier_copy`) is not scored: it is
+    recorded as a duplicate and named, with the others, in one line through
+    ``log``. Where the hub answers (HF_HUB_OFFLINE unset), each revision is
+    pinned to its commit and compared by the hub's record of its files before
+    it is downloaded (:func:`hub_record`); a resumed run loads a revision at the
+    commit it recorded. A revision that cannot be loaded is reported through
     ``log`` and skipped. ``status.json`` of each run is written at the end.
 
     Returns ``{"run_dirs": {benchmark: path}, "stored": [revisions computed now],
-    "skipped": {revision: reason}, "seconds": {revision: seconds}}``.
+    "skipped": {revision: reason}, "duplicates": {revision: the earlier revision
+    whose weights it holds}, "seconds": {revision: seconds}}``.
     """
     from tqdm import tqdm
 
@@ -75,8 +87,10 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
     batch_tokens = batch_tokens or (16384 if dev.type == "cuda" else 4096)
     log = log or (lambda msg: tqdm.write(msg, file=sys.stderr))
     root = Path(root) if root is not None else committed_runs_root()
+    name = model_label(model, label)[0]
 
     run_dirs, items, done, rows = {}, {}, {}, {}
+    digests = {}  # revision -> content digest: one model, so the same in every benchmark's run
     for b in benchmarks:
         config = run_config(model, b, label, benchmark_dir)
         run_dir = store.run_dir_for(config, root)
@@ -87,22 +101,53 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
         run_dirs[b], items[b], done[b] = run_dir, diagnostics.load_benchmark(b, benchmark_dir), _stored_steps(run_dir)
         old = store.read_metrics(run_dir) if done[b] else pd.DataFrame(columns=store.METRIC_COLUMNS)
         rows[b] = list(old.itertuples(index=False, name=None))
+        digests.update(store.read_digests(run_dir))
+
+    def record(revision: str, digest: dict) -> str | None:
+        """Store a revision's digest in every run; the earlier revision whose weights it holds, if any."""
+        digests[revision] = digest
+        for b in benchmarks:
+            store.write_digests(run_dirs[b], digests)
+        return earlier_copy(digests, revision)
+
+    def release(revision: str) -> None:
+        gc.collect()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+        if delete_downloads and source == "hub":
+            freed = delete_cached_revision(str(model), revision, cache_dir)
+            log(f"{revision}: removed from the download cache ({freed / 1e9:.2f} GB)")
 
     tokenizer, sequences, scored_items, too_long = None, {}, {}, {}
-    stored, skipped, seconds, load_seconds = [], {}, {}, {}
+    stored, skipped, duplicates, seconds, load_seconds = [], {}, {}, {}, {}
     score_seconds = {b: {} for b in benchmarks}
-    bar = tqdm(chosen, desc=f"{model_label(model, label)[0]} revisions", unit="rev", disable=not progress)
+    bar = tqdm(chosen, desc=f"{name} revisions", unit="rev", disable=not progress)
     for revision in bar:
         step = revision_step(revision)
         todo = [b for b in benchmarks if step not in done[b]]
+        known = earlier_copy(digests, revision) if revision in digests else None
+        if known:  # a copy found before: not loaded again
+            duplicates[revision] = known
+            continue
         if not todo:
+            folder = Path(str(model)).expanduser() / revision
+            if source == "local" and revision not in digests and weight_files(folder):  # stored before digests were
+                record(revision, revision_digest(folder, step))
             continue
         bar.set_postfix_str(revision)
+        remote = hub_record(model, revision) if source == "hub" else None
+        twin = record(revision, remote) if remote is not None else None
+        if twin:  # the hub's record of its files shows a copy: nothing downloaded
+            duplicates[revision] = twin
+            continue
+        pinned = (digests.get(revision) or {}).get("commit")
         try:
             if tokenizer is None:  # once, when the first revision is needed
                 tokenizer = load_tokenizer(model, cache_dir)
             start = time.perf_counter()
-            net = load_revision(model, revision, cache_dir=cache_dir, device=dev, dtype=dtype)
+            net = load_revision(model, revision, cache_dir=cache_dir, device=dev, dtype=dtype, commit=pinned)
+            folder, commit = revision_folder(model, pinned or revision, cache_dir)
+            twin = record(revision, revision_digest(folder, step, commit))
         except RevisionUnavailable as exc:
             skipped[revision] = str(exc)
             log(f"skipped: {exc}")
@@ -110,6 +155,11 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
                 delete_cached_revision(str(model), revision, cache_dir)
             continue
         load_seconds[revision] = time.perf_counter() - start
+        if twin:  # the same weights as an earlier revision: nothing to score
+            duplicates[revision] = twin
+            del net
+            release(revision)
+            continue
         start = time.perf_counter()
         for b in todo:
             t_bench = time.perf_counter()
@@ -132,22 +182,22 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
         seconds[revision] = time.perf_counter() - start
         stored.append(revision)
         del net
-        gc.collect()
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
-        if delete_downloads and source == "hub":
-            freed = delete_cached_revision(str(model), revision, cache_dir)
-            log(f"{revision}: removed from the download cache ({freed / 1e9:.2f} GB)")
+        release(revision)
 
+    line = copies_line(integrity_table(digests), name) if digests else None
+    if line:
+        log(f"warning: {line}")
     for b in benchmarks:
         old = store.read_status(run_dirs[b]) or {}
         status = {"complete": True, "revisions": sorted(done[b]),
                   "skipped": {**old.get("skipped", {}), **skipped},
+                  "duplicates": {**old.get("duplicates", {}), **duplicates},
                   "score_seconds": {**old.get("score_seconds", {}), **score_seconds[b]},
                   "load_seconds": {**old.get("load_seconds", {}), **{r: round(s, 3) for r, s in load_seconds.items()}},
                   "device": str(dev), "dtype": str(dtype).replace("torch.", ""), "batch_tokens": batch_tokens,
                   "items_too_long": too_long.get(b, old.get("items_too_long", 0))}
-        for r in status["revisions"]:
+        for r in [*status["revisions"], *(revision_step(d) for d in status["duplicates"])]:
             status["skipped"].pop(f"step{r}", None)
         store.atomic_write_json(run_dirs[b] / store.STATUS_FILE, status)
-    return {"run_dirs": run_dirs, "stored": stored, "skipped": skipped, "seconds": seconds}
+    return {"run_dirs": run_dirs, "stored": stored, "skipped": skipped, "duplicates": duplicates,
+            "seconds": seconds}
