@@ -3,7 +3,8 @@ diagnostic's: the gap table per benchmark and layer, the claim's text, its rule 
 
 The stored Pythia runs are read through :mod:`geomcap.analysis.pythia_runs` (torch-free, as everything here); the
 revisions a run holds that are copies of others (:mod:`geomcap.analysis.integrity`) are taken out before any event
-is timed.
+is timed, and what the public Pythia-2.8B checkpoints leave of the paper's gap is
+:mod:`geomcap.analysis.pythia_upstream`'s.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from geomcap.analysis.difficulty import EASY_MAX_STEP, HARD_MIN_STEP, difficulty
 from geomcap.analysis.integrity import INTEGRITY_COLUMNS, copies_in_span, integrity_table, left_out_steps, warn_copies
 from geomcap.analysis.protocol import ACQUISITION_PATIENCE, ACQUISITION_THRESHOLD
 from geomcap.analysis.pythia_runs import model_runs, select_metrics
+from geomcap.analysis.pythia_upstream import paper_span, paper_span_text
 from geomcap.analysis.runs import load_metrics
 from geomcap.analysis.selection import check_layers
 from geomcap.analysis.series import chance_corrected, layer_matrix, tidy_series
@@ -160,12 +162,14 @@ def c7_verdict(table: pd.DataFrame | None = None) -> dict:
     return claim_row("C7", text, float(k / n), verdict, RULE)
 
 
-def claim_c7(table: pd.DataFrame | None = None) -> dict:
-    """The C7 row of the claims table from a :func:`gap_table` (None: no Pythia run): who was measured (the
-    stand-in is named as such), each hard benchmark's gap at the final layer (or why there is none: never
-    acquired, or refused because it is measured across copied revisions), and how many easy benchmarks show a
-    precursor; the verdict by :func:`c7_verdict`. The value is the hard gap in steps (NaN when undefined or
-    refused)."""
+def claim_c7(table: pd.DataFrame | None = None, public: str | None = None) -> dict:
+    """The C7 row of the claims table from a :func:`gap_table` (None: no Pythia run): who was measured, with
+    the verdict on it ("on the stand-in (NOT Pythia): <verdict>: ..." or "on <model>: <verdict>: ..."), each
+    hard benchmark's gap at the final layer (or why there is none: never acquired, or refused because it is
+    measured across copied revisions), and how many easy benchmarks show a precursor; for the stand-in, then
+    "on Pythia: not testable here (hub unreachable)" and ``public``, what the public checkpoints leave of the
+    paper's gap (:func:`geomcap.analysis.pythia_upstream.paper_span_text`). The verdict is the measured
+    model's (:func:`c7_verdict`); the value is the hard gap in steps (NaN when undefined or refused)."""
     if table is None:
         return c7_verdict(None)
     final = table[table["final_layer"]] if len(table) else table
@@ -174,10 +178,10 @@ def claim_c7(table: pd.DataFrame | None = None) -> dict:
     model = final["model"].iloc[0]
     standin = bool(final["standin"].iloc[0]) if "standin" in final else False
     judged = c7_verdict(table)
-    who = "the offline stand-in (NOT Pythia)" if standin else model
+    who = "the stand-in (NOT Pythia)" if standin else model
     hard = final[final["level"] == "hard"]
     easy = final[final["level"] == "easy"]
-    parts, value = [who + ":"], float("nan")
+    parts, value = [f"on {who}: {judged['verdict']}:"], float("nan")
     for row in hard.itertuples():
         refused = getattr(row, "gap_refused", None)
         if pd.isna(row.acquisition_step):
@@ -194,12 +198,17 @@ def claim_c7(table: pd.DataFrame | None = None) -> dict:
             value = float(row.gap_steps)
     k, n = bool_share(easy.loc[easy["acquisition_step"].notna(), "is_precursor"])
     parts.append(f"easy benchmarks with a RankMe precursor: {k}/{n} acquired ({len(easy)} selected)")
-    return claim_row("C7", " ".join(parts), value, judged["verdict"], judged["rule"])
+    ours = " ".join(parts)
+    if standin:
+        ours += "; on Pythia: not testable here (hub unreachable)" + (f"; {public}" if public else "")
+    return claim_row("C7", ours, value, judged["verdict"], judged["rule"])
 
 
 def c7_from_store(model: str = "standin", root="") -> dict:
     """The C7 row (:func:`claim_c7`) from the stored metrics of ``model`` at every stored revision, final
     layer (``root`` "" as in :func:`geomcap.pythia.section_root`: the committed stand-in's by
-    default). Reads only."""
+    default), with what the public Pythia-2.8B checkpoints leave of the paper's gap
+    (:func:`geomcap.analysis.pythia_upstream.paper_span`). Reads only."""
     runs = model_runs(model, "all", root)
-    return claim_c7(gap_table(runs, select_metrics(load_metrics(runs), "all")))
+    public = paper_span_text(paper_span())
+    return claim_c7(gap_table(runs, select_metrics(load_metrics(runs), "all")), public)
