@@ -111,3 +111,22 @@ def test_ratio_interval_brackets_the_pooled_ratio():
     low, high = forecast.ratio_interval(table, "hits", "alarms", n_boot=300)
     assert 0 <= low <= 4 / 8 <= high <= 1
     assert np.isnan(forecast.ratio_interval(table.iloc[:0], "hits", "alarms")[0])
+
+
+def test_random_recall_curve_known_answer():
+    per_run = pd.DataFrame({"eligible": [True, True, False], "window_steps": [1000.0, 0.0, 500.0]})
+    curve = forecast.random_recall_curve(per_run, [0.0, 1.0])
+    assert curve["recall"].tolist() == pytest.approx([0.0, (1 - np.exp(-1.0)) / 2])
+
+
+def test_a_smaller_band_raises_the_alarm_the_protocol_s_band_does_not(tmp_path):
+    """The sensitivity curve recomputes alarms with the band scaled: a fall of 6% of RankMe's level before
+    acquisition is below the protocol's band (10% of the level) and above a quarter of it."""
+    path = write_run(tmp_path / "run", collapse_then(-0.36 * sig(2200, 30.0)), 2500)
+    metrics = store.read_metrics(path)
+    row = {**summary_row(metrics), "task": "copy", "level": "easy", "size": "405k", "seed": 0, "run": "x"}
+    summary = pd.DataFrame([row])
+    table = forecast.sensitivity_table(summary, metrics.assign(run="x"), signals=[("rankme", "final")],
+                                       scales=(0.25, 1.0)).set_index("scale")
+    assert table.loc[1.0, "alarms"] == 0 and table.loc[1.0, "recall"] == 0
+    assert table.loc[0.25, "alarms"] >= 1 and table.loc[0.25, "recall"] == 1

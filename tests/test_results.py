@@ -222,41 +222,52 @@ def test_difficulty_class_from_behaviour_only():
     assert results.difficulty_class(table.drop(columns="plateau_fraction")).tolist()[3] == "intermediate"
 
 
+def _forecast_summary(acquisitions, rankme_offsets, loss_offsets=None, acquired=True):
+    """Summary rows with alarms, for C5's forecast reading: one run per acquisition step (each its own task: its
+    own setting), checkpoints every 25 steps to 4000, armed from step 700; RankMe's final layer (layer 2) raises
+    an alarm at ``acquisition - offset`` (an offset per run; a tuple: several alarms; None: none), the test loss
+    likewise (``loss_offsets``).
+    ``acquired=False``: runs that never acquire (controls), whose "acquisition" only places the alarms."""
+    grid = list(range(0, 4001, 25))
+    rows = []
+    for i, (a, r_off) in enumerate(zip(acquisitions, rankme_offsets)):
+        l_off = None if loss_offsets is None else loss_offsets[i]
+        alarm = lambda offset, layer: [] if offset is None else [  # noqa: E731
+            {"step": a - o, "onset_step": a - o - 50, "side": -1, "layer": layer}
+            for o in (offset if isinstance(offset, tuple) else (offset,))]
+        rows.append({"task": f"t{i}", "level": "hard", "size": "405k", "seed": 0, "run": f"r{i}",
+                     "acquisition_step": a if acquired else None, "plateau_fraction": 0.9, "last_step": 3900,
+                     "reading_start": 300, "first_alarm_step": 700, "earliest_alarm_step": 700,
+                     "checkpoint_grid": grid, "alarm_final_layers": {"rankme": 2, "test_loss": -1},
+                     "alarms": {"rankme": alarm(r_off, 2), "test_loss": alarm(l_off, -1)}})
+    table = pd.DataFrame(rows)
+    table["acquisition_step"] = pd.array(table["acquisition_step"], dtype="Int64")
+    return table
+
+
 def test_claims_c5_c6_known_both_ways():
-    classes = ["easy"] * 4 + ["hard"] * 4
-    # the paper's shape: hard runs' RankMe leads acquisition and the test loss, its timing tracks acquisition
-    shaped = _summary(classes, [False] * 4 + [True] * 4, [False] * 4 + [True] * 4)
-    shaped["rankme_transition_step"] = [10, 20, 30, 40, 700, 800, 900, 1000]
-    shaped["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
-    shaped["llc_is_precursor"] = [None] * 4 + [False] * 4  # the LLC never leads (the paper's 0/24)
-    shaped["llc_leads_test_loss"] = [None] * 4 + [False] * 4
-    c5 = results.claim_c5(shaped)
+    acquisitions = [1500, 1600, 1700, 1800, 1900, 2000, 2100, 2200]
+    quiet_controls = _forecast_summary(acquisitions, [None] * 8, acquired=False)
+    # the paper's shape: RankMe's alarm comes 200 steps before every acquisition, the test loss's after it
+    shaped = _forecast_summary(acquisitions, [200] * 8, [-100] * 8)
+    c5 = results.claim_c5(shaped, quiet_controls)
     assert c5["verdict"] == "reproduced" and c5["value"] == 1.0
-    assert "RankMe informative 4/4, timing rho 1.00" in c5["ours"] and "LLC informative 0/4" in c5["control"]
-    # a baseline that predicts acquisition at least as well: RankMe adds nothing -> partly
-    behaviour = shaped.assign(train_accuracy_transition_step=shaped["rankme_transition_step"] + 1,
-                              train_accuracy_is_precursor=shaped["rankme_is_precursor"],
-                              train_accuracy_leads_test_loss=shaped["rankme_leads_test_loss"])
-    assert results.claim_c5(behaviour)["verdict"] == "partly reproduced"
-    assert "train_accuracy 4/4, rho 1.00" in results.claim_c5(behaviour)["control"]
-    # the claim's LLC half: an LLC that leads, or one recorded on fewer than MIN_RUNS hard runs: partly
-    leading = shaped.assign(llc_is_precursor=[None] * 4 + [True] * 4, llc_leads_test_loss=[None] * 4 + [True] * 4)
-    too_few = shaped.assign(llc_is_precursor=[None] * 6 + [False] * 2)
-    assert results.claim_c5(leading)["verdict"] == "partly reproduced"
-    assert results.claim_c5(too_few)["verdict"] == "partly reproduced"
-    assert results.claim_c5(shaped.drop(columns=["llc_is_precursor", "llc_leads_test_loss"]))["verdict"] == \
-        "partly reproduced"
-    # RankMe leads acquisition but never the test loss, and its timing runs against acquisition: not reproduced
-    flat = _summary(classes, [True] * 8, [False] * 8)
-    flat["rankme_transition_step"] = [40, 30, 20, 10, 40, 30, 20, 10]
-    flat["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
-    assert results.claim_c5(flat)["verdict"] == "not reproduced"
-    # every hard run's transition at one step: the timing rho is undefined, and says so (never "nan")
-    tied = shaped.assign(rankme_transition_step=[10, 20, 30, 40, 700, 700, 700, 700])
-    assert "timing rho undefined" in results.claim_c5(tied)["ours"]
-    assert "nan" not in results.claim_c5(tied)["ours"] and results.claim_c5(tied)["verdict"] == "partly reproduced"
+    assert "recall 1.00 (8 runs)" in c5["ours"] and "controls: 0 RankMe alarm(s)" in c5["control"]
+    # the test loss forecasts better (every run) than RankMe (7 of 8): RankMe has skill, not the claim -> partly
+    behind = _forecast_summary(acquisitions, [200] * 7 + [1000], [100] * 8)
+    assert results.claim_c5(behind, quiet_controls)["verdict"] == "partly reproduced"
+    # RankMe alarms as often where nothing is learnt: skill, but not specific to learning -> partly
+    noisy = _forecast_summary(acquisitions, [(200, 600, 1000)] * 8, acquired=False)
+    assert results.claim_c5(shaped, noisy)["verdict"] == "partly reproduced"
+    # alarms far from acquisition (soon after arming): no recall beyond random alarms -> not reproduced
+    early = _forecast_summary(acquisitions, [a - 725 for a in acquisitions], [-100] * 8)
+    assert results.claim_c5(early, quiet_controls)["verdict"] == "not reproduced"
     # too few hard runs
-    assert results.claim_c5(_summary(["easy", "hard"], [True, True], [True, True]))["verdict"] == "not testable"
+    assert results.claim_c5(shaped.iloc[:2], quiet_controls)["verdict"] == "not testable"
+
+    classes = ["easy"] * 4 + ["hard"] * 4
+    shaped = _summary(classes, [False] * 4 + [True] * 4, [False] * 4 + [True] * 4)
+    shaped["acquisition_step"] = pd.array([100, 120, 150, 200, 1400, 1500, 1600, 1700], dtype="Int64")
     # C6 needs runs acquired during the collapse (by RankMe's recovery): none here (recovery at 60)
     assert results.claim_c6(shaped)["verdict"] == "not testable"
     during = shaped.assign(rankme_recovery_step=pd.array([300] * 8, dtype="Int64"))  # easy runs acquired by 300

@@ -47,10 +47,11 @@ from geomcap.analysis.memorisation import (
 from geomcap.analysis.twins import (
     twin_shift_correlation, twin_spread, twin_table, twins_text)
 from geomcap.analysis.forecast import (
-    alarm_note, alarm_precision, alarm_precision_record, false_alarm_table, forecast_runs, forecast_table,
-    ratio_interval, run_forecast, signal_alarm_steps, signal_name, twin_alarm_table)
+    FIGURE_SIGNALS, FORECAST_HORIZONS, SENSITIVITY_SCALES, VERDICT_HORIZON, alarm_note, alarm_precision,
+    alarm_precision_record, false_alarm_table, forecast_runs, forecast_table, random_recall_curve, ratio_interval,
+    rescaled, run_forecast, sensitivity_table, signal_alarm_steps, signal_name, twin_alarm_table)
 from geomcap.analysis.precision import (
-    exchangeable_inside_probability, precision_check, precision_runs)
+    PRECISION_STATISTICS, exchangeable_inside_probability, precision_check, precision_runs)
 from geomcap.analysis.display import (
     book_table)
 from geomcap.claims.verdicts import (
@@ -72,6 +73,8 @@ from geomcap.claims.c7 import (
 from geomcap.claims.c8 import (
     MIN_SIZE_RATIO, RHO_PARTLY, check_one_run_per_key, claim_c8, proxy_pairs, size_ratio, timing_concordance,
     trajectory_correlation)
+from geomcap.claims.scale import (
+    SCALE_COLUMNS, SCALE_STATISTICS, claims_by_size, size_ratios)
 from geomcap.claims.table import (
     EFFECT_COLUMNS, RULES, analyse_claims, claim_effects, claim_rows, claims_from_analysis, claims_from_store,
     findings_markdown, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
@@ -100,6 +103,8 @@ __all__ = [
     "c7_verdict", "gap_table",
     "forecast_runs", "forecast_table", "false_alarm_table", "twin_alarm_table", "ratio_interval", "run_forecast",
     "signal_alarm_steps", "signal_name", "alarm_precision_record", "alarm_precision", "alarm_note",
-    "forecast_reading", "precision_runs", "precision_check", "exchangeable_inside_probability",
+    "forecast_reading", "precision_runs", "precision_check", "exchangeable_inside_probability", "PRECISION_STATISTICS",
+    "FIGURE_SIGNALS", "FORECAST_HORIZONS", "SENSITIVITY_SCALES", "VERDICT_HORIZON", "random_recall_curve",
+    "rescaled", "sensitivity_table", "SCALE_COLUMNS", "SCALE_STATISTICS", "claims_by_size", "size_ratios",
 ]
 

@@ -28,10 +28,12 @@ def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=N
 
 
 def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
-                 steps=None):
+                 steps=None, committed=("runs",)):
     """A notebook's runs (one row per complete run; trains nothing): its selection's runs
     (``geomcap.analysis.selection.select_runs``); with ``recompute``, exactly the runs of
     :func:`section_grid` (its steps, its settings), which the notebook's recompute cell trains first
-    (:func:`geomcap.sweep.train_missing`). Bad values raise ValueError naming the parameter."""
+    (:func:`geomcap.sweep.train_missing`). ``committed``: the committed stores read when ``root`` is ""
+    (default ``data/runs``; the scale section adds ``data/scale``). Bad values raise ValueError naming the
+    parameter."""
     wanted = section_grid(tasks, levels, sizes, seeds, steps) if recompute is True else None
-    return select_runs(tasks, levels, sizes, seeds, root, recompute, wanted)
+    return select_runs(tasks, levels, sizes, seeds, root, recompute, wanted, committed)

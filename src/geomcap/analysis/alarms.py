@@ -84,10 +84,12 @@ def first_alarm_step(steps, start: int | None, baseline: int = TRANSITION_BASELI
     return int(read[baseline + hold - 1]) if read.size >= baseline + hold else None
 
 
-def run_alarms(metrics, start: int | None, measures=None) -> dict:
+def run_alarms(metrics, start: int | None, measures=None, scale: float = 1.0) -> dict:
     """Every alarm of one run's tidy metrics table read from ``start`` (None: not armed, no alarms), for each
     series of :data:`~geomcap.analysis.protocol.PRECURSOR_MEASURES` present (or ``measures``), at every layer
-    it was recorded at: {measure: [alarm dict (step, onset_step, side, layer)], ...} sorted by step then layer."""
+    it was recorded at: {measure: [alarm dict (step, onset_step, side, layer)], ...} sorted by step then layer.
+    ``scale`` multiplies the band (``sigmas`` and ``min_change``): below 1 a more sensitive rule, for the
+    forecast's sensitivity curve; the protocol's rule is 1."""
     names = [m for m, _ in PRECURSOR_MEASURES] if measures is None else list(measures)
     present = set(metrics["measure"].unique())
     out = {}
@@ -97,6 +99,7 @@ def run_alarms(metrics, start: int | None, measures=None) -> dict:
         found = []
         if start is not None:
             for layer in sorted(metrics.loc[metrics["measure"] == name, "layer"].unique()):
-                found += alarms(*tidy_series(metrics, name, layer=int(layer)), start=start, layer=int(layer))
+                found += alarms(*tidy_series(metrics, name, layer=int(layer)), start=start, layer=int(layer),
+                                sigmas=TRANSITION_SIGMAS * scale, min_change=TRANSITION_MIN_CHANGE * scale)
         out[name] = [a.to_dict() for a in sorted(found, key=lambda a: (a.step, a.layer))]
     return out

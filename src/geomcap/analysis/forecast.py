@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from geomcap import store
+from geomcap.analysis.alarms import run_alarms
 from geomcap.analysis.protocol import COLLAPSE_WINDOW, PRECURSOR_MEASURES, RUN_KEYS, SETTING_KEYS
 
 #: the horizons H (steps) at which alarms are scored: acquisition within H steps after the alarm
@@ -65,7 +66,9 @@ def run_forecast(row, measure: str, layer, horizon: int, window: int = COLLAPSE_
     """One run's forecast counts for one signal at one horizon (see the module docstring): ``acquired``,
     ``eligible`` (acquired after ``earliest_alarm_step``), ``hit`` and ``lead`` (steps; NaN without a hit),
     ``alarms_pre`` / ``hits_pre`` (raised before acquisition, and of them hits), ``alarms_post``, ``steps_pre`` /
-    ``steps_post`` (steps read before and after acquisition, from ``window``), ``armed_pre`` (armed
+    ``steps_post`` (steps read before and after acquisition, from ``window``), ``armed_steps_pre`` (steps
+    before acquisition from the first at which an alarm could be raised), ``window_steps`` (steps of the
+    horizon before acquisition during which the run was armed), ``armed_pre`` (armed
     checkpoints before acquisition) and the two baselines' ``random_hit`` (expected), ``random_hits_pre``
     (expected hits for ``random_rate`` = 1) ``window_checkpoints`` and the clock's placements (filled by
     :func:`~geomcap.results.forecast_runs`, which knows the pooled rate)."""
@@ -83,11 +86,13 @@ def run_forecast(row, measure: str, layer, horizon: int, window: int = COLLAPSE_
     armed = checkpoints[(checkpoints >= first) & (checkpoints < end)] if first is not None else checkpoints[:0]
     in_window = armed[armed >= A - horizon] if A is not None else armed[:0]
     eligible = A is not None and earliest is not None and not pd.isna(earliest) and A > int(earliest)
-    return {"acquired": A is not None, "eligible": bool(eligible), "hit": bool(len(hits)) if eligible else False,
+    window_steps = float(max(A - max(first, A - horizon), 0)) if eligible and first is not None else 0.0
+    return {"acquired": A is not None, "eligible": bool(eligible), "window_steps": window_steps, "hit": bool(len(hits)) if eligible else False,
             "lead": float(A - hits.min()) if len(hits) and eligible else np.nan,
             "lead_share": float((A - hits.min()) / A) if len(hits) and eligible and A else np.nan,
             "alarms_pre": int(len(pre)), "hits_pre": int(len(hits)), "alarms_post": int(len(post)),
             "steps_pre": float(max(min(end, last) - window, 0)), "steps_post": float(max(last - A, 0)) if A else 0.0,
+            "armed_steps_pre": float(max(min(end, last) - first, 0)) if first is not None else 0.0,
             "armed_pre": int(len(armed)), "window_checkpoints": int(len(in_window)),
             "last_alarm_pre": float(pre.max()) if len(pre) else np.nan,
             "_armed": armed, "_window": in_window}
@@ -157,7 +162,7 @@ def ratio_interval(table: pd.DataFrame, num: str, den: str, n_boot: int = 1000, 
 FORECAST_COLUMNS = ("signal", "horizon", "runs", "settings", "recall", "recall_low", "recall_high",
                     "random_recall", "clock_recall", "lead_median", "lead_share_median", "alarms", "precision",
                     "precision_low", "precision_high", "random_precision", "clock_precision",
-                    "alarms_per_1000_pre", "alarms_per_1000_post")
+                    "alarms_per_1000_pre", "alarms_per_1000_armed", "alarms_per_1000_post")
 
 
 def forecast_table(per_run: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -165,7 +170,9 @@ def forecast_table(per_run: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> 
     ``runs`` (eligible) and ``settings``; ``recall`` with its setting-bootstrap interval, and the random and
     clock baselines' recall at the signal's rate; the median lead (steps, and as a share of the acquisition
     step); ``alarms`` raised before acquisition, ``precision`` (hits / alarms) with its interval, the
-    baselines' precision; alarms per 1,000 steps read before and after acquisition."""
+    baselines' precision; alarms per 1,000 steps read before acquisition (from the collapse window's end, as on
+    the controls), per 1,000 armed steps before it (the random curve's unit, :func:`random_recall_curve`), and
+    per 1,000 steps after it."""
     rows = []
     for (signal, horizon), g in per_run.groupby(["signal", "horizon"], sort=False):
         eligible = g[g["eligible"]]
@@ -191,6 +198,8 @@ def forecast_table(per_run: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> 
             "clock_precision": (g["clock_hits"].sum() / g["clock_alarms"].sum() if g["clock_alarms"].sum()
                                 else np.nan),
             "alarms_per_1000_pre": (1000 * alarms / g["steps_pre"].sum() if g["steps_pre"].sum() else np.nan),
+            "alarms_per_1000_armed": (1000 * alarms / g["armed_steps_pre"].sum() if g["armed_steps_pre"].sum()
+                                      else np.nan),
             "alarms_per_1000_post": (1000 * g["alarms_post"].sum() / g["steps_post"].sum() if g["steps_post"].sum()
                                      else np.nan)})
     return pd.DataFrame(rows, columns=list(FORECAST_COLUMNS))
@@ -232,6 +241,65 @@ def twin_alarm_table(summary: pd.DataFrame, twins: pd.DataFrame, signals=FORECAS
                           run_forecast({**r, "run": run}, measure, layer, FORECAST_HORIZONS[-1])["last_alarm_pre"])
         table[f"{name}_last_alarm"] = values
     return table
+
+
+#: the scales of the alarm band (:func:`~geomcap.events.run_alarms`' ``scale``) on the sensitivity curve: the
+#: protocol's rule is 1; smaller scales fire on smaller departures
+SENSITIVITY_SCALES = (0.25, 0.5, 1.0)
+#: the signals of the forecast figure
+FIGURE_SIGNALS = (("rankme", "final"), ("rankme", "any"), ("rankme_centred", "final"), ("test_loss", -1),
+                  ("train_accuracy", -1), ("first_token_accuracy", -1), ("param_norm", -1))
+
+
+def rescaled(summary: pd.DataFrame, metrics: pd.DataFrame, scale: float, measures) -> pd.DataFrame:
+    """``summary`` with each run's ``alarms`` of ``measures`` recomputed from ``metrics`` (tidy, with a ``run``
+    column: :func:`~geomcap.results.load_metrics`) with the band scaled by ``scale``, read from the same
+    ``reading_start``."""
+    by_run = dict(tuple(metrics.groupby("run", sort=False)))
+    out = summary.copy()
+    out["alarms"] = [
+        run_alarms(by_run[r.run], None if pd.isna(r.reading_start) else int(r.reading_start), measures, scale)
+        if r.run in by_run else {} for r in summary.itertuples()]
+    return out
+
+
+def sensitivity_table(summary: pd.DataFrame, metrics: pd.DataFrame, control: pd.DataFrame | None = None,
+                      control_metrics: pd.DataFrame | None = None, signals=FIGURE_SIGNALS,
+                      scales=SENSITIVITY_SCALES, horizon: int = VERDICT_HORIZON) -> pd.DataFrame:
+    """Recall against alarm rate as the alarm band is scaled (:data:`~geomcap.analysis.forecast.SENSITIVITY_SCALES`): per signal and
+    scale, over the runs of ``summary`` (e.g. the hard ones) at ``horizon``: ``runs``, ``recall``,
+    ``alarms``, ``precision``, ``alarms_per_1000_pre`` (before acquisition) and ``alarms_per_1000_armed``
+    (per armed step before it), and, with the controls
+    (``control`` and its ``control_metrics``), ``control_alarms_per_1000``."""
+    measures = sorted({m for m, _ in signals})
+    rows = []
+    for scale in scales:
+        real = summary if scale == 1.0 else rescaled(summary, metrics, scale, measures)
+        table = forecast_table(forecast_runs(real, signals, (horizon,)), n_boot=1).set_index("signal")
+        false = None
+        if control is not None and len(control):
+            ctrl = control if scale == 1.0 else rescaled(control, control_metrics, scale, measures)
+            false = false_alarm_table(ctrl, signals, n_boot=1).set_index("signal")
+        for signal, r in table.iterrows():
+            rows.append({"signal": signal, "scale": scale, "runs": int(r["runs"]), "recall": r["recall"],
+                         "alarms": int(r["alarms"]), "precision": r["precision"],
+                         "alarms_per_1000_pre": r["alarms_per_1000_pre"],
+                         "alarms_per_1000_armed": r["alarms_per_1000_armed"],
+                         "control_alarms_per_1000": (false.loc[signal, "alarms_per_1000"]
+                                                     if false is not None and signal in false.index else np.nan)})
+    return pd.DataFrame(rows)
+
+
+def random_recall_curve(per_run: pd.DataFrame, rates_per_1000) -> pd.DataFrame:
+    """The expected recall of random alarms raised at ``rates_per_1000`` alarms per 1,000 armed steps (a Poisson
+    process on the steps the run was armed), over the eligible runs of ``per_run`` (:func:`forecast_runs` rows of
+    one signal and horizon): 1 - exp(-rate x armed steps in the horizon), averaged. The reference a signal's
+    (alarm rate, recall) point is read against."""
+    eligible = per_run[per_run["eligible"]]
+    window = eligible["window_steps"].to_numpy(float)
+    rates = np.asarray(list(rates_per_1000), dtype=float)
+    recall = [float(np.mean(1 - np.exp(-r / 1000 * window))) if window.size else np.nan for r in rates]
+    return pd.DataFrame({"alarms_per_1000": rates, "recall": recall})
 
 
 #: where the measured precision of each signal's alarms is committed (``scripts/alarm_precision.py`` writes it;

@@ -57,31 +57,32 @@ def section_selection(tasks, levels, sizes, seeds) -> tuple[list, list, list, li
     return tasks, levels, sizes, seeds
 
 
-def section_stores(root="", recompute: bool = False) -> list[Path]:
+def section_stores(root="", recompute: bool = False, committed=("runs",)) -> list[Path]:
     """The run stores a notebook reads: ``root``, or ("") the committed runs
-    (:func:`geomcap.store.committed_data` ``("runs")``) followed, with ``recompute``, by the user store
+    (:func:`geomcap.store.committed_data` of each folder of ``committed``: ``data/runs``, and for the scale
+    section also ``data/scale``) followed, with ``recompute``, by the user store
     (:func:`geomcap.store.user_root`: ``$GEOMCAP_RUNS``, else ``~/.cache/geomcap/runs``), where the recompute
     cell trains: never into the committed ``data/``. The last store is the one runs are trained into."""
     if not isinstance(recompute, bool):
         raise ParameterError(f"parameter recompute: must be True or False, got {recompute!r}")
     if root:
         return [Path(root)]
-    return [store.committed_data("runs")] + ([store.user_root()] if recompute else [])
+    return [store.committed_data(name) for name in committed] + ([store.user_root()] if recompute else [])
 
 
 def select_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="", recompute=False,
-                wanted=None) -> pd.DataFrame:
+                wanted=None, committed=("runs",)) -> pd.DataFrame:
     """Validate a notebook's selection and return its runs (one row per complete run). Trains nothing.
 
     tasks, levels, sizes: a name, a list of names, or "all"; seeds: an int, a list of ints, or "all"
     (every seed in the store). The runs are read from :func:`section_stores` (``root`` "" = the committed
-    store). ``wanted``: training configs (a recompute's, :func:`geomcap.sections.section_grid`); then the runs
+    stores ``committed``). ``wanted``: training configs (a recompute's, :func:`geomcap.sections.section_grid`); then the runs
     returned are exactly theirs (their steps, their settings), from either store, and ValueError says how
     many are missing (the notebook's recompute cell trains them first: :func:`geomcap.sweep.train_missing`).
     Bad values raise ValueError naming the parameter.
     """
     tasks, levels, sizes, seeds = section_selection(tasks, levels, sizes, seeds)
-    roots = section_stores(root, recompute)
+    roots = section_stores(root, recompute, committed)
     if not roots[0].exists():
         raise ParameterError(f"parameter root: {roots[0]} does not exist")
     selected = [load_runs(r, task=tasks, level=levels, size=sizes, seed=None if seeds == "all" else seeds)

@@ -112,7 +112,7 @@ def _run_summary(run, kwargs: dict, cache: Path | None) -> dict:
     status = store.read_status(path) or {}
     chance = status["chance_accuracy"] if "chance_accuracy" in status else run_chance(run._asdict())
     row = {**{k: getattr(run, k) for k in (*RUN_KEYS, "steps", "run")}, "chance": chance,
-           "stopped_at": status.get("stopped_at"),
+           "stopped_at": status.get("stopped_at"), "parameters": status.get("parameters"),
            **summary_row(store.read_metrics(path), chance=chance, **kwargs)}
     if key is not None:
         try:

@@ -49,14 +49,17 @@ def twin_spread(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def twin_shift_correlation(table: pd.DataFrame, measure: str, n_boot: int = 2000, seed: int = 0,
-                           level: float = 0.95) -> dict:
+                           level: float = 0.95, column: str | None = None) -> dict:
     """Does a measure's transition move when acquisition moves, between twins? Within each setting and seed,
     each twin's shift from the seed's mean (transition step, acquisition step); the Spearman correlation of
     the two shifts pooled over seeds, with a percentile interval from resampling the seeds (their twins kept
     together). Only twins where both steps are defined count, and seeds with at least two of them.
 
+    ``column``: the step column read (default ``<measure>_transition_step``; e.g. a signal's last alarm before
+    acquisition, :func:`~geomcap.results.twin_alarm_table`).
+
     Returns ``measure``, ``twins``, ``seeds``, ``rho``, ``ci_low``, ``ci_high`` (NaN when undefined)."""
-    column = f"{measure}_transition_step"
+    column = column or f"{measure}_transition_step"
     out = {"measure": measure, "twins": 0, "seeds": 0, "rho": np.nan, "ci_low": np.nan, "ci_high": np.nan}
     if column not in table:
         return out

@@ -1,0 +1,126 @@
+"""The claims across sizes: each claim's statistic per preset, real runs beside the controls, with intervals over
+settings (the scale grid's question: does what holds at 405k still hold at 4m, 14m, 48m?).
+
+:func:`~geomcap.results.claims_by_size` reads one summary table (:func:`~geomcap.results.summary_table`) of runs of several presets,
+and optionally the controls' and C4's selectivity table and, for C8, the runs and their metrics. The verdict
+rules are the claims' own (:mod:`geomcap.claims.c1` .. :mod:`geomcap.claims.c8`); this table shows what each
+rule reads, preset by preset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from geomcap.analysis.difficulty import difficulty_class
+from geomcap.analysis.forecast import VERDICT_HORIZON, forecast_runs, forecast_table
+from geomcap.analysis.intervals import rate_interval, setting_bootstrap
+from geomcap.claims.c1 import collapse_recovers
+from geomcap.claims.c6 import acquired_during_collapse
+from geomcap.claims.c8 import trajectory_correlation
+
+#: the statistics :func:`~geomcap.results.claims_by_size` reports: (claim, statistic) -> what it is, in words
+SCALE_STATISTICS = {
+    ("C1", "ordered"): "share of acquired runs whose RankMe collapsed, recovered, then acquisition came",
+    ("C1", "collapse then recovery"): "share of runs whose RankMe collapsed then recovered (readable on controls)",
+    ("C2", "MOD floor"): "median collapse floor of the final layer's RankMe on mod",
+    ("C2", "MUL floor"): "median collapse floor on mul",
+    ("C3", "top-down"): "share of runs with a defined top-down statistic that collapse top-down",
+    ("C4", "selectivity"): "median over runs of the best layer's probe selectivity (probe minus control task)",
+    ("C5", "recall"): f"RankMe's alarms: share of hard runs with acquisition within {VERDICT_HORIZON} steps",
+    ("C6", "acquired during the collapse"): "share of acquired runs acquired by the collapse's recovery",
+    ("C8", "trajectory rho"): "median Spearman rho of the final layer's RankMe against the reference preset's",
+}
+#: the columns of :func:`~geomcap.results.claims_by_size`
+SCALE_COLUMNS = ("claim", "statistic", "size", "parameters", "arm", "value", "low", "high", "runs", "settings")
+
+
+def _rate_row(claim, statistic, size, parameters, arm, table, flags) -> dict:
+    r = rate_interval(table.assign(_flag=flags), "_flag")
+    return {"claim": claim, "statistic": statistic, "size": size, "parameters": parameters, "arm": arm,
+            "value": r["rate"], "low": r["low"], "high": r["high"], "runs": r["n"], "settings": r["settings"]}
+
+
+def _median_row(claim, statistic, size, parameters, arm, table, column) -> dict:
+    values = table.assign(_v=pd.to_numeric(table[column], errors="coerce")).dropna(subset=["_v"])
+    median = lambda t: float(t["_v"].median()) if len(t) else np.nan  # noqa: E731
+    low, high = setting_bootstrap(values, median, n_boot=1000) if len(values) else (np.nan, np.nan)
+    settings = len(values.groupby(["task", "level", "size"])) if len(values) else 0
+    return {"claim": claim, "statistic": statistic, "size": size, "parameters": parameters, "arm": arm,
+            "value": median(values), "low": low, "high": high, "runs": len(values), "settings": settings}
+
+
+def _parameters(summary: pd.DataFrame, size: str) -> float:
+    values = pd.to_numeric(summary.loc[summary["size"] == size, "parameters"], errors="coerce").dropna()
+    return float(values.median()) if len(values) else np.nan
+
+
+def claims_by_size(summary: pd.DataFrame, control: pd.DataFrame | None = None,
+                   selectivity: pd.DataFrame | None = None, runs: pd.DataFrame | None = None,
+                   metrics: pd.DataFrame | None = None, reference: str = "405k") -> pd.DataFrame:
+    """One row per claim statistic (:data:`~geomcap.claims.scale.SCALE_STATISTICS`), preset and arm ("real", "control"): ``value``
+    with its 95% interval over settings (``low``, ``high``), ``runs`` and ``settings`` counted, and the
+    preset's ``parameters`` (status.json's count, for a log axis). ``selectivity``: C4's table
+    (:func:`~geomcap.results.selectivity_table`); ``runs`` and ``metrics`` (tidy, with ``run``): C8's trajectories
+    against the ``reference`` preset, for every other preset of the same task, level and seed (the size ratio
+    in ``parameters``; a pair less than :data:`~geomcap.claims.c8.MIN_SIZE_RATIO` apart is outside C8's
+    regime, kept and marked by the ratio). Columns :data:`~geomcap.claims.scale.SCALE_COLUMNS`."""
+    rows = []
+    arms = [("real", summary)] + ([("control", control)] if control is not None and len(control) else [])
+    sizes = list(dict.fromkeys(summary["size"]))
+    for arm, table in arms:
+        for size in sizes:
+            at = table[table["size"] == size]
+            if at.empty:
+                continue
+            n = _parameters(summary, size)
+            acquired = at[at["acquisition_step"].notna()]
+            if arm == "real" and len(acquired):
+                rows.append(_rate_row("C1", "ordered", size, n, arm, acquired,
+                                      acquired["ordered_collapse_recovery_acquisition"].fillna(False).astype(bool)))
+                rows.append(_rate_row("C6", "acquired during the collapse", size, n, arm, acquired,
+                                      acquired_during_collapse(acquired)))
+            rows.append(_rate_row("C1", "collapse then recovery", size, n, arm, at, collapse_recovers(at)))
+            for task, statistic in (("mod", "MOD floor"), ("mul", "MUL floor")):
+                if (at["task"] == task).any():
+                    rows.append(_median_row("C2", statistic, size, n, arm, at[at["task"] == task],
+                                            "rankme_floor_value"))
+            defined = at[at["is_top_down"].notna()]
+            if len(defined):
+                rows.append(_rate_row("C3", "top-down", size, n, arm, defined, defined["is_top_down"].astype(bool)))
+            hard = at[difficulty_class(at) == "hard"] if arm == "real" else at.iloc[:0]
+            if len(hard):
+                f = forecast_table(forecast_runs(hard, [("rankme", "final")], (VERDICT_HORIZON,)), n_boot=500)
+                if len(f) and f["runs"].iloc[0]:
+                    r = f.iloc[0]
+                    rows.append({"claim": "C5", "statistic": "recall", "size": size, "parameters": n, "arm": arm,
+                                 "value": r["recall"], "low": r["recall_low"], "high": r["recall_high"],
+                                 "runs": int(r["runs"]), "settings": int(r["settings"])})
+    if selectivity is not None and len(selectivity):
+        best = selectivity.groupby("run").agg(selectivity=("selectivity", "max"), task=("task", "first"),
+                                              level=("level", "first"), size=("size", "first"))
+        control_runs = set(control["run"]) if control is not None and len(control) else set()
+        for arm in ("real", "control"):
+            chosen = best[best.index.isin(control_runs) == (arm == "control")]
+            for size, at in chosen.groupby("size", sort=False):
+                rows.append(_median_row("C4", "selectivity", size, _parameters(summary, size), arm, at,
+                                        "selectivity"))
+    if runs is not None and metrics is not None:
+        for size in sizes:
+            if size == reference:
+                continue
+            pairs = trajectory_correlation(metrics, runs, reference, size)
+            if pairs.empty:
+                continue
+            pairs = pairs.assign(size=size)
+            row = _median_row("C8", "trajectory rho", size, _parameters(summary, size), "real", pairs, "spearman")
+            rows.append(row)
+    return pd.DataFrame(rows, columns=list(SCALE_COLUMNS))
+
+
+def size_ratios(table: pd.DataFrame, reference: str = "405k") -> pd.Series:
+    """Per preset of a :func:`~geomcap.results.claims_by_size` table, its parameters over the ``reference`` preset's: C8 is in
+    its regime where this is at least :data:`~geomcap.claims.c8.MIN_SIZE_RATIO`."""
+    params = table.groupby("size")["parameters"].first()
+    return params / params.get(reference, np.nan)
+
