@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import html
+import os
+import re
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -51,3 +54,39 @@ def _book_number(value, digits: int = 3) -> str:
     if value is None or value is pd.NA or not np.isfinite(value):
         return "–"
     return f"{value:,.0f}" if abs(value) >= 10 ** digits else f"{value:.{digits}g}"
+
+
+def shown_path(path) -> str:
+    """``path`` as a page may print it, without the machine it was built on: relative to the repository
+    (``data/grokking``) when inside the checkout whose committed data this is, ``~/...`` when inside the home
+    folder (the user stores, ``~/.cache/geomcap/runs``), else as given."""
+    from geomcap.store import committed_data
+
+    target = Path(path).expanduser()
+    try:
+        checkout = committed_data().resolve().parent
+    except FileNotFoundError:
+        checkout = None
+    resolved = target.resolve() if target.is_absolute() else target
+    if checkout is not None and resolved.is_absolute() and resolved.is_relative_to(checkout):
+        return resolved.relative_to(checkout).as_posix() or "."
+    home = Path(os.path.expanduser("~")).resolve()
+    if resolved.is_absolute() and resolved.is_relative_to(home):
+        return "~/" + resolved.relative_to(home).as_posix()
+    return str(path)
+
+
+#: an absolute path in a line of text (a command recorded with a result): "/" at the start of a word,
+#: followed by at least one more folder
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])/(?:[\w.@+-]+/)+[\w.@+-]*")
+
+
+def without_machine_paths(text: str) -> str:
+    """``text`` (a recorded command line, a message) with every absolute path as :func:`shown_path` gives
+    it, and a path outside the repository and the home folder as ``.../<its last part>``: the folder of the
+    machine that wrote it says nothing to a reader."""
+    def shown(match) -> str:
+        path = match.group(0)
+        short = shown_path(path)
+        return short if not short.startswith("/") else ".../" + (Path(path).name or path.strip("/"))
+    return ABSOLUTE_PATH.sub(shown, str(text))
