@@ -103,13 +103,13 @@ def test_lead_strips_draws_each_defined_lead_in_checkpoints_and_shares():
     fig = plots.lead_strips(summary, ["rankme", "test_loss", "llc", "hessian_top"],
                             pd.Series(["hard", "easy", "hard"]))
     ax_c, ax_s = fig.axes[:2]
-    # llc (no defined lead) and hessian_top (not recorded) are left out: two columns
-    assert [t.get_text() for t in ax_c.get_xticklabels()] == ["rankme", "test_loss"]
+    # llc (no defined lead) and hessian_top (not recorded) are left out: two columns (named under the lower panel)
+    assert [t.get_text() for t in ax_s.get_xticklabels()] == ["rankme", "test_loss"]
     shares = sorted(y for coll in ax_s.collections for _, y in coll.get_offsets())
     assert shares == [-0.2, 0.1, 0.2, 0.3, 0.8]  # every defined share, once
-    assert [t.get_text() for t in ax_s.get_legend().get_texts()] == ["easy", "hard"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["easy", "hard"]  # one legend, above both
     by_level = plots.lead_strips(summary, ["test_loss"], pd.Series(["hard", "easy", "medium"]))
-    assert [t.get_text() for t in by_level.axes[1].get_legend().get_texts()] == ["easy", "medium", "hard"]
+    assert [t.get_text() for t in by_level.legends[0].get_texts()] == ["easy", "medium", "hard"]
     empty = plots.lead_strips(summary, ["llc"], pd.Series(["hard"] * 3))
     assert "no measure" in empty.axes[0].texts[0].get_text()
 

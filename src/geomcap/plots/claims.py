@@ -10,15 +10,15 @@ import seaborn as sns
 from geomcap import events
 from geomcap.plots.style import (
     PAPER_COLOR, LEVEL_COLORS, CLASS_COLORS, SIZE_COLORS, ARM_COLORS, set_style, step_axis, panels,
-    legend_entries, mark_empty,
+    legend_entries, legend_above, bottom_xlabels, mark_empty,
 )
 
 
 def lead_strips(summary, measures, groups, title: str = "class"):
-    """Each measure's lead over acquisition per run, in checkpoints (left, symlog) and as a share of
-    the acquisition step (right), one column per measure, coloured by ``groups`` (a Series aligned with
+    """Each measure's lead over acquisition per run, in checkpoints (top, symlog) and as a share of
+    the acquisition step (bottom), one column per measure, coloured by ``groups`` (a Series aligned with
     ``summary``: a difficulty class or a level). Points above 0 lead; the dashed line on the left is the
-    paper's reading (a lead of :data:`~geomcap.analysis.protocol.MIN_LEAD_CHECKPOINTS` checkpoints). Measures
+    paper's reading (a lead of :data:`~geomcap.analysis.protocol.MIN_LEAD_CHECKPOINTS` checkpoints), the dashed line on top. Measures
     without a ``<m>_gap_checkpoints`` column, or without any defined value, are left out; draws nothing
     but the axes (and says so) when none is left."""
     import pandas as pd
@@ -35,7 +35,7 @@ def lead_strips(summary, measures, groups, title: str = "class"):
             if pd.notna(c):
                 rows.append({"measure": measure, "checkpoints": float(c), "share": float(s), "group": g})
     data = pd.DataFrame(rows, columns=["measure", "checkpoints", "share", "group"])
-    fig, (ax_c, ax_s) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    fig, (ax_c, ax_s) = plt.subplots(2, 1, figsize=(7.2, 6.4), sharex=True)
     present = set(data["group"])
     # easy -> hard, in the classes' order or the levels' ("easy" and "hard" name both); else by name
     names = next((list(n) for n in (CLASS_COLORS, LEVEL_COLORS) if present <= set(n)), sorted(present, key=str))
@@ -49,21 +49,25 @@ def lead_strips(summary, measures, groups, title: str = "class"):
             ax.text(0.5, 0.5, "no measure with a defined lead", ha="center", va="center", transform=ax.transAxes)
         ax.axhline(0, color="0.3", linewidth=1)
         ax.set_xlabel("")
-        ax.tick_params(axis="x", labelrotation=30)
-        for label in ax.get_xticklabels():
-            label.set_horizontalalignment("right")
+    ax_s.tick_params(axis="x", labelrotation=30)
+    for label in ax_s.get_xticklabels():
+        label.set_horizontalalignment("right")
     ax_c.set_yscale("symlog", linthresh=2)
     ax_c.axhline(events.MIN_LEAD_CHECKPOINTS, color=PAPER_COLOR, linestyle="--", linewidth=1)
-    ax_c.set_ylabel("lead over acquisition (checkpoints)\n> 0: the measure's transition first")
+    ax_c.set_ylabel("lead over acquisition\n(checkpoints; > 0: first)")
     ax_s.set_ylabel("lead / acquisition step")
-    if ax_s.get_legend() is not None:
-        ax_s.legend(title=title, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
-    fig.tight_layout()
+    legend = ax_s.get_legend()
+    if legend is not None:
+        handles, labels = ax_s.get_legend_handles_labels()
+        legend.remove()
+        legend_above(fig, handles, labels, ncol=len(labels), title=title, fontsize="small")
+    else:
+        fig.tight_layout()
     return fig
 
 
 
-def aligned_measures(metrics, summary, measures, ncols: int = 3, max_share: float = 2.0):
+def aligned_measures(metrics, summary, measures, ncols: int = 2, max_share: float = 2.0):
     """Each measure of several runs on one clock: one panel per measure, one line per run of
     ``summary`` (a summary table: ``run``, ``acquisition_step``, task/level/seed), with the step
     divided by the run's acquisition step (1 = acquisition, the red line) up to ``max_share``, and
@@ -75,7 +79,7 @@ def aligned_measures(metrics, summary, measures, ncols: int = 3, max_share: floa
     set_style()
     acquired = summary[pd.to_numeric(summary["acquisition_step"], errors="coerce") > 0]
     present = [m for m in measures if m in set(metrics["measure"])]
-    fig, grid, axes = panels(max(len(present), 1), ncols, 3.6, 2.6, sharex=True, sharey=True)
+    fig, grid, axes = panels(max(len(present), 1), ncols, 3.7, 2.5, sharex=True, sharey=True)
     colors = sns.color_palette("tab10", max(len(acquired), 1))
     for ax, measure in zip(axes, present):
         rows = events.final_layer_rows(metrics, measure)
@@ -104,21 +108,21 @@ def aligned_measures(metrics, summary, measures, ncols: int = 3, max_share: floa
     handles = legend_entries(axes)
     if handles:
         fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                   ncol=min(len(handles), 4), fontsize="small", frameon=False)
+                   ncol=min(len(handles), 3), fontsize="small", frameon=False)
     fig.tight_layout()
     return fig
 
 
 
 def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "rankme",
-                       correlations=None, ncols: int = 4):
+                       correlations=None, ncols: int = 2):
     """One panel per task: the final layer's ``measure`` of the small and large preset against
     training step, each divided by its value at step 0 (the presets' widths differ), one line
     per seed. pairs: :func:`geomcap.results.proxy_pairs`; correlations: optional
     :func:`geomcap.results.trajectory_correlation`, whose median Spearman rho titles each panel."""
     set_style()
     task_names = list(dict.fromkeys(pairs["task"]))
-    fig, axes, used = panels(max(1, len(task_names)), ncols, 3.3, 2.6, sharey=False)
+    fig, axes, used = panels(max(1, len(task_names)), ncols, 3.7, 2.5, sharey=False)
     rank = events.final_layer_rows(metrics, measure)
     for ax, task in zip(used, task_names):
         for pair in pairs[pairs["task"] == task].itertuples():
@@ -129,11 +133,12 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
         title = task
         if correlations is not None and len(correlations):
             rho = correlations.loc[correlations["task"] == task, "spearman"].median()
-            title = f"{task}  (Spearman rho {rho:.2f})"
+            title = f"{task} (Spearman rho {rho:.2f})"
         ax.set_title(title, fontsize="medium")
         ax.axhline(1, color="0.85", linewidth=0.8)
         step_axis(ax, rank["step"])
-        ax.set_ylabel(f"{measure} / {measure} at step 0")
+        ax.set_ylabel(f"{measure} / {measure} at step 0" if ax in axes[:, 0] else "")
+    bottom_xlabels(axes)
     handles, labels = used[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     fig.tight_layout()
@@ -152,10 +157,11 @@ def claim_effects_figure(effects):
     """Per claim, the effect in the real runs beside the controls, each a point with its 95% interval over
     settings (:func:`geomcap.results.claim_effects`): one panel per claim, one row per arm; an arm with no
     run is written out, not drawn."""
+    set_style()
     claims = list(dict.fromkeys(effects["claim"]))
-    fig, axes = plt.subplots(1, len(claims), figsize=(3.0 * len(claims), 2.6), squeeze=False)
+    fig, _, used = panels(max(1, len(claims)), 2, 3.75, 2.1)
     colours = ARM_COLORS
-    for ax, claim in zip(axes[0], claims):
+    for ax, claim in zip(used, claims):
         rows = effects[effects["claim"] == claim].reset_index(drop=True)
         for i, row in rows.iterrows():
             y = len(rows) - 1 - i
@@ -169,14 +175,13 @@ def claim_effects_figure(effects):
                 ax.text(0.5, y, "no run", transform=ax.get_yaxis_transform(), ha="center", va="center",
                         color="0.4", fontsize="small")
         ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([f"{arm} ({n})" for arm, n in zip(rows["arm"][::-1], rows["runs"][::-1])],
-                           fontsize="small")
+        ax.set_yticklabels([f"{arm} ({n})" for arm, n in zip(rows["arm"][::-1], rows["runs"][::-1])])
         ax.set_ylim(-0.6, len(rows) - 0.4)
         statistic = rows["statistic"].iloc[0]
         if "floor" not in statistic:
             ax.set_xlim(-0.05, 1.05)
         ax.set_title(claim, fontsize="medium")
-        ax.set_xlabel(statistic, fontsize="small")
+        ax.set_xlabel(statistic)
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -236,7 +241,7 @@ def twin_acquisition(table, measure: str = "rankme"):
 
     set_style()
     groups = list(table.groupby(["task", "level", "size"], sort=False)) if len(table) else []
-    fig, _, axes = panels(max(1, len(groups)), 3, 4.2, 3.4)
+    fig, _, axes = panels(max(1, len(groups)), 2, 3.7, 3.0)
     column = f"{measure}_transition_step"
     for ax, ((task, level, size), g) in zip(axes, groups):
         acq = pd.to_numeric(g["acquisition_step"], errors="coerce")
@@ -256,37 +261,42 @@ def twin_acquisition(table, measure: str = "rankme"):
         mark_empty(axes[0], "no twins")
     handles = legend_entries(axes)
     if handles:
-        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize="small",
-                   bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+        legend_above(fig, handles.values(), handles.keys(), ncol=2, fontsize="small")
+    else:
+        fig.tight_layout()
     return fig
 
 
 def grokking_curves(metrics_by_seed: dict, phases, nanda: dict):
-    """The grokking runs' curves on one step axis: train and test accuracy, test loss (log), parameter norm,
-    and RankMe of each layer at the answer position, one line style per seed (``metrics_by_seed``: seed ->
-    one run's tidy metrics); solid vertical lines at each run's memorisation and acquisition
-    (``phases``: :func:`geomcap.grokking.phase_table`), dotted grey ones at Nanda et al.'s phase ends
-    (``nanda``: name -> step)."""
+    """The grokking runs' curves on one step axis, one panel each (two per row): train and test accuracy,
+    test loss (log), parameter norm, and RankMe of each layer at the answer position, one line style per
+    seed (``metrics_by_seed``: seed -> one run's tidy metrics); solid vertical lines at each run's
+    memorisation and acquisition (``phases``: :func:`geomcap.grokking.phase_table`), dotted grey ones at
+    Nanda et al.'s phase ends (``nanda``: name -> step). One legend above the panels says which is which."""
     import pandas as pd
+    from matplotlib.lines import Line2D
 
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.3))
+    set_style()
+    names = ("accuracy", "test loss", "parameter norm", "RankMe at '='")
+    fig, _, used = panels(len(names), 2, 3.7, 2.6, sharex=True)
+    axes = dict(zip(names, used))  # panel by name: what each one draws, and what is marked on it
     styles = ["-", "--", ":", "-."]
-    for i, (seed, m) in enumerate(sorted(metrics_by_seed.items())):
-        style = styles[i % len(styles)]
-        for name, colour in (("train_accuracy", "0.5"), ("accuracy", "C0")):
+    seeds = sorted(metrics_by_seed)
+    for i, seed in enumerate(seeds):
+        m, style = metrics_by_seed[seed], styles[i % len(styles)]
+        for name, colour, label in (("train_accuracy", "0.5", "train"), ("accuracy", "C0", "test")):
             s, v = events.tidy_series(m, name)
-            axes[0].plot(s, v, style, color=colour, lw=1, label=f"{name.replace('_', ' ')} (seed {seed})")
+            axes["accuracy"].plot(s, v, style, color=colour, lw=1, label=label if i == 0 else None)
         s, v = events.tidy_series(m, "test_loss")
-        axes[1].plot(s, v, style, color="C1", lw=1, label=f"seed {seed}")
+        axes["test loss"].plot(s, v, style, color="C1", lw=1)
         if (m["measure"] == "param_norm").any():
             s, v = events.tidy_series(m, "param_norm")
-            axes[2].plot(s, v, style, color="C2", lw=1, label=f"seed {seed}")
+            axes["parameter norm"].plot(s, v, style, color="C2", lw=1)
         layers, s, values = events.layer_matrix(m, "rankme")
         for layer, row in zip(layers, values):
-            axes[3].plot(s, row, style, color=f"C{3 + int(layer)}", lw=1,
-                         label=f"layer {layer}" if i == 0 else None)
-    for ax, title in zip(axes, ("accuracy", "test loss", "parameter norm", "RankMe at '='")):
+            axes["RankMe at '='"].plot(s, row, style, color=f"C{3 + int(layer)}", lw=1,
+                                       label=f"layer {layer}" if i == 0 else None)
+    for title, ax in axes.items():
         for row in phases.itertuples():
             for step, colour in ((row.memorised_step, "0.4"), (row.acquisition_step, "C3")):
                 if not pd.isna(step):
@@ -294,9 +304,14 @@ def grokking_curves(metrics_by_seed: dict, phases, nanda: dict):
         for step in nanda.values():
             ax.axvline(step, color="0.6", ls=":", lw=1)
         ax.set_title(title, fontsize="medium")
+    for ax in used[-2:]:
         ax.set_xlabel("step")
-    axes[1].set_yscale("log")
-    axes[0].legend(fontsize="x-small", loc="center right")
-    axes[3].legend(fontsize="x-small", loc="upper right")
-    fig.tight_layout()
+    axes["test loss"].set_yscale("log")
+    axes["accuracy"].legend(fontsize="small", loc="center right")
+    axes["RankMe at '='"].legend(fontsize="small", loc="upper right")
+    keys = [Line2D([], [], color="k", ls=styles[i % len(styles)], lw=1, label=f"seed {seed}")
+            for i, seed in enumerate(seeds)]
+    keys += [Line2D([], [], color="0.4", lw=0.8, label="memorised"), Line2D([], [], color="C3", lw=0.8, label="acquired"),
+             Line2D([], [], color="0.6", ls=":", lw=1, label="Nanda et al.'s phases")]
+    legend_above(fig, keys, [k.get_label() for k in keys], ncol=3, fontsize="small")
     return fig

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import seaborn as sns
 
 from geomcap import events, paper
-from geomcap.plots.style import set_style, step_axis, panels, paper_line
+from geomcap.plots.style import set_style, step_axis, panels, paper_line, legend_above, bottom_xlabels
 
 
-def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
+def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 2):
     """One panel per benchmark: accuracy (black, left axis; dotted: chance) and ``measure`` at the
     layers of ``table`` (right axis, one colour per layer) against the revision's training step.
 
@@ -21,7 +23,7 @@ def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
 
     set_style()
     benchmarks = list(dict.fromkeys(table["benchmark"]))
-    fig, axes, used = panels(len(benchmarks), ncols, 3.5, 2.8)
+    fig, axes, used = panels(len(benchmarks), ncols, 3.7, 2.5)
     first_twin = None
     for ax, bench in zip(used, benchmarks):
         rows = table[table["benchmark"] == bench]
@@ -53,9 +55,8 @@ def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 4):
         h, l = a.get_legend_handles_labels()
         handles, labels = handles + h, labels + l
     unique = dict(zip(labels, handles))
-    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=min(6, len(unique)),
-               bbox_to_anchor=(0.5, 1.03), fontsize="small")
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    bottom_xlabels(axes)
+    legend_above(fig, unique.values(), unique.keys(), ncol=min(3, len(unique)), fontsize="small")
     return fig
 
 
@@ -70,7 +71,7 @@ def pythia_gaps(table, paper_gap_steps: int = paper.CLAIMS["C7"]["values"]["gap_
 
     set_style()
     data = table.assign(gap=pd.to_numeric(table["gap_fraction"], errors="coerce"))
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, ax = plt.subplots(figsize=(7.2, 3.8))
     order = list(dict.fromkeys(data["benchmark"]))
     shown = data.dropna(subset=["gap"])
     if len(shown):
@@ -82,12 +83,14 @@ def pythia_gaps(table, paper_gap_steps: int = paper.CLAIMS["C7"]["values"]["gap_
     paper_line(ax, paper_gap_steps / paper_last_step,
                f"paper: ~{paper_gap_steps // 1000}K of {paper_last_step // 1000}K steps (Pythia-2.8B, deduction)")
     missing = [b for b in order if b not in set(shown["benchmark"])]
-    ax.set_xlabel("no gap (never acquired): " + ", ".join(missing) if missing else "", fontsize="small",
-                  color="0.4")
+    ax.set_xlabel(textwrap.fill("no gap (never acquired): " + ", ".join(missing), 80) if missing else "",
+                  fontsize="small", color="0.4")
     ax.set_ylim(min(-0.1, ax.get_ylim()[0]), max(0.5, ax.get_ylim()[1]))
     ax.set_ylabel("gap / training steps\n> 0: RankMe leads")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    fig.tight_layout()
+    handles, labels = ax.get_legend_handles_labels()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    legend_above(fig, handles, labels, ncol=3, fontsize="small")
     return fig
 
 

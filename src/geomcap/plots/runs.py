@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
 from geomcap import events
 from geomcap.plots.style import (
-    PAPER_COLOR, LEVEL_COLORS, ARM_COLORS, set_style, step_axis, panels, legend_entries, mark_empty,
+    PAPER_COLOR, LEVEL_COLORS, ARM_COLORS, set_style, step_axis, panels, legend_entries, legend_above,
+    bottom_xlabels, mark_empty,
 )
 
 
@@ -60,16 +63,17 @@ def run_curves(metrics, summary: dict | None = None, title: str | None = None, m
 
 
 
-def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = None):
+def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = None, ncols: int = 2):
     """One panel per task: the final layer's ``measure`` (solid) and test accuracy (dashed, right axis)
     against training step, one colour per level, one line per seed.
 
     metrics: tidy table with run columns (``geomcap.results.load_metrics``).
     paper_floor: {task: value} drawn as a dotted reference line (the paper's collapse floor).
+    ncols: panels per row (two fit the book's column).
     """
     set_style()
     task_names = list(dict.fromkeys(metrics["task"]))
-    fig, axes, _ = panels(len(task_names), 4, 3.3, 2.7)
+    fig, axes, _ = panels(len(task_names), ncols, 3.7, 2.5)
     rank = events.final_layer_rows(metrics, measure)
     acc = metrics[metrics["measure"] == "accuracy"]
     for ax, task in zip(axes.flat, task_names):
@@ -96,13 +100,13 @@ def collapse_grid(metrics, measure: str = "rankme", paper_floor: dict | None = N
         for handle, label in zip(*ax.get_legend_handles_labels()):
             unique.setdefault(label, handle)
     order = [lv for lv in LEVEL_COLORS if lv in unique] + [lb for lb in unique if lb not in LEVEL_COLORS]
-    fig.legend([unique[lb] for lb in order], order, loc="upper center", ncol=len(order), bbox_to_anchor=(0.5, 1.02))
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    bottom_xlabels(axes)
+    legend_above(fig, [unique[lb] for lb in order], order, ncol=len(order))
     return fig
 
 
 
-def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True, ncols: int = 4):
+def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True, ncols: int = 3):
     """One panel per run: ``measure`` by layer (rows, 0 = embeddings at the bottom) and step (symlog).
 
     With ``relative`` each layer is divided by its value at initialisation, so
@@ -113,7 +117,7 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
 
     set_style()
     runs = list(runs.itertuples())
-    fig, axes, _ = panels(len(runs), ncols, 3.4, 2.4)
+    fig, axes, _ = panels(len(runs), ncols, 2.3, 2.0)
     mesh = None
     for ax, run in zip(axes.flat, runs):
         m = metrics[metrics["run"] == run.run]
@@ -128,6 +132,7 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
         ax.set_yticks(range(len(layers)), [str(layer) for layer in layers])
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_ylabel("layer" if ax in axes[:, 0] else "")
+    bottom_xlabels(axes)
     fig.tight_layout()
     if mesh is not None:
         label = f"{measure} / its value at step 0" if relative else measure
@@ -140,12 +145,12 @@ def layer_heatmaps(metrics, runs, measure: str = "rankme", relative: bool = True
 
 
 
-def probe_curves(metrics, runs, ncols: int = 4):
+def probe_curves(metrics, runs, ncols: int = 3):
     """One panel per run: the model's exact-match and first-token accuracy against the linear
     probes' accuracy at each layer (first answer token, held-out half of the probe batch)."""
     set_style()
     runs = list(runs.itertuples())
-    fig, axes, _ = panels(len(runs), ncols, 3.4, 2.6, sharey=True)
+    fig, axes, _ = panels(len(runs), ncols, 2.45, 2.1, sharey=True)
     probes = metrics[(metrics["measure"] == "probe_accuracy") & metrics["run"].isin([r.run for r in runs])]
     # one colour per layer across every panel (runs of different depths side by side)
     palette = sns.color_palette("viridis", int(probes["layer"].max()) + 1 if len(probes) else 1)
@@ -161,12 +166,11 @@ def probe_curves(metrics, runs, ncols: int = 4):
         step_axis(ax, steps)
         ax.set_title(f"{run.task}/{run.level} {run.size} s{run.seed}", fontsize="small")
         ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
+    bottom_xlabels(axes)
     unique = legend_entries(axes.flat)  # the deepest run's layers too; probe layers in depth order
     labels = sorted((lb for lb in unique if lb.startswith("probe")), key=lambda lb: int(lb.rsplit(" ", 1)[1]))
     labels += [lb for lb in unique if not lb.startswith("probe")]
-    fig.legend([unique[lb] for lb in labels], labels, loc="upper center", ncol=min(5, len(labels)),
-               bbox_to_anchor=(0.5, 1.03), fontsize="small")
-    fig.tight_layout(rect=(0, 0, 1, 0.94 - 0.03 * (len(labels) > 5)))
+    legend_above(fig, [unique[lb] for lb in labels], labels, ncol=min(4, len(labels)), fontsize="small")
     return fig
 
 
@@ -213,14 +217,14 @@ def setting_curves(metrics, runs, measure: str = "rankme"):
 
 
 
-def layer_collapse_steps(by_series, ncols: int = 3):
+def layer_collapse_steps(by_series, ncols: int = 2):
     """One panel per series of :func:`geomcap.results.top_down_by_series`: each informative layer's
     half-drop step (log y) against its depth (``collapse_layers``), one line per run, coloured by task.
     Lines that fall from left to right are top-down (deeper layers collapse first). Panel titles count the top-down runs
     among those with a defined statistic."""
     set_style()
     series = list(dict.fromkeys(by_series["series"]))
-    fig, axes, used = panels(max(1, len(series)), ncols, 3.4, 2.9, sharey=True)
+    fig, axes, used = panels(max(1, len(series)), ncols, 3.7, 2.8, sharey=True)
     tasks = list(dict.fromkeys(by_series["task"]))
     colors = dict(zip(tasks, sns.color_palette("colorblind", len(tasks))))
     for ax, name in zip(used, series):
@@ -234,9 +238,7 @@ def layer_collapse_steps(by_series, ncols: int = 3):
         ax.set_xlabel("layer (1 = first block)")
         ax.set_ylabel("half-drop step" if ax in axes[:, 0] else "")
     unique = legend_entries(used)
-    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=min(8, len(unique)),
-               bbox_to_anchor=(0.5, 1.04), fontsize="small")
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    legend_above(fig, unique.values(), unique.keys(), ncol=min(4, len(unique)), fontsize="small")
     return fig
 
 
@@ -245,7 +247,7 @@ def layer_collapse_steps(by_series, ncols: int = 3):
 
 
 
-def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: int = 4):
+def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: int = 2):
     """One panel per task: the final layer's ``measure`` against training step up to ``max_step``, one
     thin line per run (seed), coloured by its arm (``metrics``' ``arm`` column: "real", "control", "warmup
     0"), so the negative controls are seen beside the real runs of the same settings. Panel titles name
@@ -254,7 +256,7 @@ def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: in
     rows = events.final_layer_rows(metrics, measure)
     rows = rows[rows["step"] <= max_step]
     tasks = list(dict.fromkeys(rows["task"]))
-    fig, axes, used = panels(max(1, len(tasks)), ncols, 3.3, 2.6)
+    fig, axes, used = panels(max(1, len(tasks)), ncols, 3.7, 2.5)
     for ax, task in zip(used, tasks):
         sel = rows[rows["task"] == task]
         for (arm, _), run in sel.groupby(["arm", "run"], sort=False):
@@ -263,16 +265,17 @@ def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: in
                     label=arm)
         settings = ", ".join(f"{level} {size}" for level, size in
                              sel[["level", "size"]].drop_duplicates().itertuples(index=False))
-        ax.set_title(f"{task} ({settings})", fontsize="medium")
+        ax.set_title(textwrap.fill(f"{task} ({settings})", 36), fontsize="medium")  # many settings: lines, not width
         step_axis(ax, sel["step"].to_numpy())
         ax.set_ylabel(f"{measure}, final layer" if ax in axes[:, 0] else "")
     if not tasks:
         mark_empty(used[0], f"no run records {measure}")
+    bottom_xlabels(axes)
     unique = legend_entries(used)
     if unique:
-        fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.02),
-                   fontsize="small", title="one line per run")
-    fig.tight_layout(rect=(0, 0, 1, 0.88 if len(used) <= ncols else 0.94))
+        legend_above(fig, unique.values(), unique.keys(), ncol=len(unique), title="one line per run")
+    else:
+        fig.tight_layout()
     return fig
 
 
@@ -284,7 +287,7 @@ def top_down_arms(by_arm, arms, warmup: float | None = None):
     informative layers' earliest to latest, the dot is their median; log scale), with ``warmup`` (the
     step the real runs' learning-rate warmup ends) as a dotted line."""
     set_style()
-    fig, (ax_rho, ax_step) = plt.subplots(1, 2, figsize=(9.5, 3.4))
+    fig, (ax_rho, ax_step) = plt.subplots(1, 2, figsize=(7.4, 3.4))
     rng = np.random.default_rng(0)  # the jitter that keeps equal values apart, the same at every draw
     for x, arm in enumerate(arms):
         rows = by_arm[by_arm["arm"] == arm]
@@ -310,9 +313,9 @@ def top_down_arms(by_arm, arms, warmup: float | None = None):
         ax.set_xlim(-0.6, len(arms) - 0.4)
     ax_rho.axhline(0, color="0.3", linewidth=1)
     ax_rho.set_ylim(-1.1, 1.1)
-    ax_rho.set_ylabel("rho_step (depth vs half-drop step)\n< 0: top-down")
+    ax_rho.set_ylabel("rho_step (depth vs\nhalf-drop step; < 0: top-down)")
     ax_step.set_yscale("log")
-    ax_step.set_ylabel("half-drop step (informative layers)")
+    ax_step.set_ylabel("half-drop step\n(informative layers)")
     if warmup:
         ax_step.axhline(warmup, color=PAPER_COLOR, linestyle=":", linewidth=1)
         ax_step.text(len(arms) - 0.45, warmup, "warmup ends", ha="right", va="bottom", fontsize="small",
@@ -322,7 +325,7 @@ def top_down_arms(by_arm, arms, warmup: float | None = None):
 
 
 
-def selectivity_layers(selectivity, ncols: int = 3):
+def selectivity_layers(selectivity, ncols: int = 2):
     """C4's control task (:func:`geomcap.results.selectivity_table`, with an optional ``arm`` column): one
     panel per arm, the probe's accuracy on the true answer (blue) and on the control task (red, dashed) per
     layer, averaged over the checkpoints below 50% exact match; thin lines one per run, thick the median
@@ -330,7 +333,7 @@ def selectivity_layers(selectivity, ncols: int = 3):
     set_style()
     table = selectivity if "arm" in selectivity else selectivity.assign(arm="runs")
     arms = list(dict.fromkeys(table["arm"]))
-    fig, axes, used = panels(max(1, len(arms)), ncols, 3.6, 2.8, sharey=True)
+    fig, axes, used = panels(max(1, len(arms)), ncols, 3.7, 2.8, sharey=True)
     for ax, arm in zip(used, arms):
         rows = table[table["arm"] == arm]
         for column, colour, style, label in (("probe", "C0", "-", "probe: true answer"),
@@ -349,7 +352,7 @@ def selectivity_layers(selectivity, ncols: int = 3):
         mark_empty(used[0], "no run records the control task")
     unique = legend_entries(used)
     if unique:
-        fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=len(unique), bbox_to_anchor=(0.5, 1.03),
-                   fontsize="small")
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+        legend_above(fig, unique.values(), unique.keys(), ncol=len(unique), fontsize="small")
+    else:
+        fig.tight_layout()
     return fig

@@ -29,10 +29,73 @@ ARM_COLORS = {"real": "C0", "control": "C3", "warmup 0": "C2"}
 
 
 
+#: the width, in CSS pixels, at which the book shows a figure: its text column at a 1280 px window (Jupyter
+#: Book's theme; tests/test_book.py measures it in a browser). A wider figure is scaled down to it.
+BOOK_FIGURE_PX = 688
+
+#: the dots per inch a notebook's figure is rendered at (the inline backend uses the figure's dpi)
+FIGURE_DPI = 110
+
+#: the smallest text a figure may show on screen, in points (CSS: 96 px per inch, 72 pt per inch)
+MIN_SCREEN_PT = 9.0
+
+#: the width of one panel, in inches, in a grid of panels: two panels per row fit the book's column
+PANEL_WIDTH = 3.4
+
+
+def screen_points(size_pt: float, width_in: float, column_px: float = BOOK_FIGURE_PX,
+                  dpi: float = FIGURE_DPI) -> float:
+    """The on-screen size, in points, of text of ``size_pt`` in a figure ``width_in`` inches wide, shown in the
+    book's column: the figure is rendered at ``dpi`` and scaled down to ``column_px`` when wider."""
+    natural_px = width_in * dpi
+    scale = min(1.0, column_px / natural_px) if natural_px > 0 else 1.0
+    return size_pt * dpi / 96 * scale
+
+
+def smallest_text_pt() -> float:
+    """The smallest font size the style gives any text, in points: the "small" size (a legend's or a panel
+    title's), relative to the style's font size."""
+    from matplotlib import font_manager
+
+    set_style()
+    return font_manager.FontProperties(size="small").get_size_in_points()
+
+
+def max_figure_width(column_px: float = BOOK_FIGURE_PX, dpi: float = FIGURE_DPI) -> float:
+    """The widest a figure may be, in inches, for its smallest text (:func:`smallest_text_pt`) to show at
+    :data:`MIN_SCREEN_PT` in the book's column (about two :data:`PANEL_WIDTH` panels and their labels)."""
+    natural_ok = column_px / dpi  # up to here a figure is shown at its own size
+    if smallest_text_pt() * dpi / 96 < MIN_SCREEN_PT:
+        return 0.0
+    return max(natural_ok, smallest_text_pt() * column_px / (96 * MIN_SCREEN_PT))
+
+
+def readability(fig, column_px: float = BOOK_FIGURE_PX) -> list[str]:
+    """What in ``fig`` is too small to read in the book: one line per text (tick label, legend, title, label)
+    whose size on screen (:func:`screen_points`, the figure's tight bounding box shown at ``column_px``) is
+    under :data:`MIN_SCREEN_PT`; empty when every text is readable."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    width = box.width  # inches: what the inline backend saves (bbox_inches="tight")
+    problems = []
+    for text in fig.findobj(Text):
+        if not text.get_text().strip() or not text.get_visible():
+            continue
+        if text.axes is not None and not text.axes.get_visible():
+            continue
+        shown = screen_points(text.get_fontsize(), width, column_px, fig.dpi)
+        if shown < MIN_SCREEN_PT - 1e-6:
+            problems.append(f"{text.get_text()[:40]!r}: {text.get_fontsize():.1f} pt in a {width:.1f} in figure "
+                            f"shows at {shown:.1f} pt")
+    return sorted(set(problems))
+
+
 def set_style() -> None:
     """The project's figure style (seaborn 'ticks', colour-blind palette)."""
     sns.set_theme(style="ticks", palette="colorblind", font_scale=0.95,
-                  rc={"figure.dpi": 110, "savefig.dpi": 150, "axes.spines.top": False,
+                  rc={"figure.dpi": FIGURE_DPI, "savefig.dpi": 150, "axes.spines.top": False,
                       "axes.spines.right": False, "legend.frameon": False})
 
 
@@ -57,6 +120,28 @@ def panels(n: int, ncols: int, width: float, height: float, **kwargs):
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     return fig, axes, list(axes.flat)[:n]
+
+
+
+def bottom_xlabels(grid) -> None:
+    """In a grid of panels (:func:`panels`' 2-D array), the x-axis label only under the lowest panel of each
+    column: a label repeated on every row costs a line of height per row and says nothing new."""
+    nrows = grid.shape[0]
+    for (row, col), ax in np.ndenumerate(grid):
+        if row + 1 < nrows and grid[row + 1, col].get_visible():
+            ax.set_xlabel("")
+
+
+
+def legend_above(fig, handles, labels, ncol: int | None = None, **kwargs):
+    """One legend for the whole figure, centred above its panels (``fig.tight_layout`` is applied first, so
+    the panels fill the figure and the legend sits outside it, kept by the book's tight bounding box).
+    ``ncol``: entries per row (default: all on one row, at most 3); ``kwargs`` go to ``fig.legend``."""
+    fig.tight_layout()
+    handles, labels = list(handles), list(labels)
+    ncol = ncol or max(1, min(3, len(labels)))
+    return fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=ncol,
+                      bbox_transform=fig.transFigure, **kwargs)
 
 
 
