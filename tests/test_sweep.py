@@ -1,6 +1,7 @@
 """Sweeps: every run lands in the store, a failing run is isolated, a rerun resumes/reuses."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -197,22 +198,32 @@ def test_local_workers_default_to_one_thread(tmp_path, monkeypatch):
 
 def test_a_locked_run_is_skipped_and_the_rest_of_its_pack_trains(tmp_path):
     """With another process writing one run, `sweep --pack 2` failed the whole pack with an 87-line
-    traceback, printed under each run's name (so also under a run never started)."""
+    traceback, printed under each run's name (so also under a run never started). The plan finds the lock and
+    skips the run in one line; a run locked only after the plan is left out of its pack, the rest trains."""
     configs = grid(tasks=["copy", "parity"], levels=["easy"], steps=4)  # what the command below trains
-    free, held = (store.run_dir_for(c.to_dict(), tmp_path) for c in configs)
+    (free, held), (free_api, held_api) = ([store.run_dir_for(c.to_dict(), root) for c in configs]
+                                          for root in (tmp_path / "cli", tmp_path / "api"))
     held.mkdir(parents=True)
-    with store.run_lock(held):  # another writer (a lock of another open file: flock refuses it in-process too)
+    held_api.mkdir(parents=True)
+    # another writer (a lock of another open file: flock refuses it in-process too)
+    with store.run_lock(held), store.run_lock(held_api):
         result = subprocess.run([sys.executable, "-m", "geomcap.cli", "sweep", "--tasks", "copy,parity", "--levels",
-                                 "easy", "--steps", "4", "--root", str(tmp_path), "--pack", "2", "--workers", "1",
-                                 "--quiet"], capture_output=True, text=True)
+                                 "easy", "--steps", "4", "--root", str(tmp_path / "cli"), "--pack", "2", "--workers",
+                                 "1", "--quiet"], capture_output=True, text=True)
         assert result.returncode == 1 and result.stderr == "", result.stderr[-3000:]
         lines = result.stdout.splitlines()
-        assert lines[0].startswith(f"SKIPPED parity/easy 405k seed 0: {held} is being written by another process "
-                                   f"(pid {os.getpid()} on ") and lines[0].endswith("rerun the sweep once it is done")
-        assert lines[1:] == ["1 runs complete, 0 failed, 1 skipped: being written by another process"]
+        skipped = [line for line in lines if line.startswith("SKIPPED")]
+        assert len(skipped) == 1, lines
+        assert skipped[0].startswith(f"SKIPPED parity/easy 405k seed 0: {held} is being written by another process "
+                                     f"(pid {os.getpid()} on ") and skipped[0].endswith("rerun the sweep once it is done")
+        assert lines[-1] == "1 runs complete, 0 failed, 1 skipped: being written by another process"
         assert store.is_complete(free) and not (held / store.CONFIG_FILE).exists()
+        # locked after the plan (here: no plan): left out of its pack, the other run trains
+        packed = run_sweep(configs, root=tmp_path / "api", executor=ThreadPoolExecutor(1), progress=False, pack=2)
+        assert packed[0].ok and packed[1].locked and packed[1].error.count("\n") == 0, packed[1].error
+        assert store.is_complete(free_api) and not (held_api / store.CONFIG_FILE).exists()
         # a run alone (no pack) is skipped the same way
-        alone = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(1), progress=False)
+        alone = run_sweep(configs, root=tmp_path / "api", executor=ThreadPoolExecutor(1), progress=False)
         assert alone[0].ok and alone[1].locked and alone[1].error.count("\n") == 0
 
 
@@ -308,3 +319,40 @@ def test_train_missing_prints_its_plan_then_trains_with_bars(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out.startswith("plan: 2 runs; 1 exist, 1 to train into ")
     assert "sweep: 1/1 runs" in err and "ETA" in err  # the plan's bar, at its end
+
+
+def test_a_plan_says_a_locked_run_is_skipped_and_does_not_count_it(tmp_path):
+    """A run another sweep was writing was planned as "resume ... from step N" and counted in the projection;
+    it was skipped only after the others had trained. Now the plan says who holds it, and it is not trained."""
+    from geomcap import sweep
+
+    configs = grid(tasks=["copy", "parity"], levels=["easy"], steps=4, **TINY)
+    held = store.run_dir_for(configs[1].to_dict(), tmp_path)
+    held.mkdir(parents=True)
+    store.write_metrics(held, [(0, -1, "accuracy", 0.0), (1, -1, "accuracy", 0.0)])  # begun: up to step 1
+    with store.run_lock(held):
+        the_plan = sweep.plan(configs, [tmp_path], workers=1, cpu="no such CPU")
+        assert [r.state for r in the_plan.runs] == ["train", "locked"]
+        assert [r.config for r in the_plan.to_train] == configs[:1]
+        lines = the_plan.lines()
+        assert lines[0] == f"plan: 2 runs; 0 exist, 1 to train, 1 locked (skipped) into {tmp_path} (1 worker)"
+        assert lines[2].split()[:5] == ["locked", "parity/easy", "405k", "seed", "0"]
+        assert lines[2].endswith(f"by pid {os.getpid()} on {socket.gethostname()}: skipped")
+        results = run_sweep(configs, root=tmp_path, executor=ThreadPoolExecutor(1), progress=False, plan=the_plan)
+        assert results[0].ok and results[1].locked and not (held / store.CONFIG_FILE).exists()
+        assert f"pid {os.getpid()} on" in results[1].error
+    assert store.lock_owner(held) is None  # released: nobody holds it
+
+
+def test_the_same_config_asked_twice_is_one_run(tmp_path):
+    """`geomcap sweep --seeds 0,0` planned the same run twice (its projected time doubled); the two copies
+    raced, one was skipped as "being written by another process", and the sweep exited 1."""
+    from geomcap import sweep
+
+    once = grid(tasks=["copy"], levels=["easy"], steps=3, **TINY)
+    assert grid(tasks=["copy", "copy"], levels=["easy"], seeds=[0, 0], steps=3, **TINY) == once
+    twice = once * 2  # a caller's list may still name a run twice
+    assert len(sweep.plan(twice, [tmp_path], workers=2).runs) == 1
+    results = run_sweep(twice, root=tmp_path, executor=ThreadPoolExecutor(2), progress=False)
+    assert [(r.ok, r.locked) for r in results] == [(True, False), (True, False)], [r.error for r in results]
+    assert results[0].run_dir == results[1].run_dir and store.is_complete(results[0].run_dir)

@@ -1,5 +1,5 @@
-"""The plan of a sweep, before anything trains: which runs it will train, which exist already, and a
-projected time from measured per-step costs of each preset on this machine (finished runs that name this
+"""The plan of a sweep, before anything trains: which runs it will train, which exist already, which another
+process is writing (skipped), and a projected time from measured per-step costs of each preset on this machine (finished runs that name this
 CPU, else the benchmarks in data/bench); and the progress bars while it trains (one over the plan, one per
 run). :func:`geomcap.sweep.train_missing` and ``geomcap sweep`` print the plan."""
 
@@ -19,14 +19,16 @@ from geomcap.config import TrainConfig
 @dataclass(frozen=True)
 class PlannedRun:
     """One run of a :class:`Plan`: ``state`` "exists" (complete in a store), "resume" (begun: measured up to
-    step ``reached``) or "train"; ``steps`` the steps it is expected to reach (its budget, or where the runs of
-    the same settings stopped early), ``seconds`` the projected time (None: no measurement for its preset)."""
+    step ``reached``), "train", or "locked" (another process writes it, ``owner``: "pid N on HOST"; skipped);
+    ``steps`` the steps it is expected to reach (its budget, or where the runs of the same settings stopped
+    early), ``seconds`` the projected time (None: no measurement for its preset, or skipped)."""
     config: TrainConfig
     run_dir: Path
     state: str
     steps: int
     reached: int = 0
     seconds: float | None = None
+    owner: str | None = None
 
     @property
     def name(self) -> str:
@@ -46,7 +48,8 @@ class Plan:
 
     @property
     def to_train(self) -> list:
-        return [r for r in self.runs if r.state != "exists"]
+        """The runs it trains or resumes (not those that exist, nor those another process is writing)."""
+        return [r for r in self.runs if r.state in ("train", "resume")]
 
     def projected_s(self, runs=None) -> float | None:
         """The projected wall time of ``runs`` (default: those to train) on the plan's workers (each run on
@@ -62,14 +65,18 @@ class Plan:
     def lines(self) -> list[str]:
         """The plan as a reader sees it before anything trains: one line per run, then the projection."""
         todo = self.to_train
+        locked = [r for r in self.runs if r.state == "locked"]
         where = f" into {self.root}" if self.root is not None else ""
         how = f"{self.workers} worker{'s' if self.workers != 1 else ''}" + (f", packs of {self.pack}" if self.pack
                                                                              else "")
-        out = [f"plan: {len(self.runs)} runs; {len(self.runs) - len(todo)} exist, {len(todo)} to train{where} "
-               f"({how})"]
+        out = [f"plan: {len(self.runs)} runs; {len(self.runs) - len(todo) - len(locked)} exist, {len(todo)} to "
+               f"train{f', {len(locked)} locked (skipped)' if locked else ''}{where} ({how})"]
         for r in self.runs:
             if r.state == "exists":
                 out.append(f"  exists  {r.name:<28} {r.run_dir}")
+                continue
+            if r.state == "locked":
+                out.append(f"  locked  {r.name:<28} by {r.owner}: skipped")
                 continue
             verb = f"resume  {r.name:<28} from step {r.reached}," if r.state == "resume" else f"train   {r.name:<28}"
             steps = (f"~{r.steps} of {r.config.steps} steps (where its other seeds stopped)"
@@ -215,12 +222,20 @@ def _same_settings(config: dict) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in config.items() if k not in ("seed", "provenance", "perturb_seed")))
 
 
+def distinct(configs) -> list:
+    """``configs`` with each run once (a config asked twice is one run: the same hash), in order of first
+    appearance."""
+    return list({store.config_hash(c.to_dict()): c for c in configs}.values())
+
+
 def plan(configs, stores, workers: int | None = None, pack: int | None = None, cpu: str | None = None) -> Plan:
-    """The plan of training ``configs`` into the last of ``stores`` (a run complete in any store exists): per
-    run, whether it exists, resumes or trains, the steps it is expected to reach (the median stop of complete
-    runs of the same settings in the stores and the committed data/runs, else its budget) and a projected
-    time from measured costs of its preset on this machine (:func:`step_costs`: the runs' per-step and
-    per-checkpoint seconds; None where there is no measurement). Reads the stores; trains nothing."""
+    """The plan of training ``configs`` (each run once: :func:`distinct`) into the last of ``stores`` (a run
+    complete in any store exists): per run, whether it exists, resumes or trains, or is skipped because
+    another process is writing it (:func:`geomcap.store.lock_owner`), the steps it is expected to reach (the
+    median stop of complete runs of the same settings in the stores and the committed data/runs, else its
+    budget) and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the
+    runs' per-step and per-checkpoint seconds; None where there is no measurement). Reads the stores; trains
+    nothing."""
     import statistics
 
     from geomcap.config import checkpoint_steps
@@ -236,7 +251,7 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     for config, status in stored:
         stops.setdefault(_same_settings(config), []).append(status.get("stopped_at") or config.get("steps"))
     runs = []
-    for cfg in configs:
+    for cfg in distinct(configs):
         dirs = [store.run_dir_for(cfg.to_dict(), s) for s in stores]
         done = next((d for d in dirs if store.is_complete(d)), None)
         if done is not None:
@@ -245,6 +260,10 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
         like = stops.get(_same_settings(cfg.to_dict()))
         steps = min(cfg.steps, int(statistics.median(like))) if like else cfg.steps
         reached = store.last_metrics_step(dirs[-1]) or 0
+        owner = store.lock_owner(dirs[-1])
+        if owner is not None:  # another sweep writes it: skipped, and not in the projection
+            runs.append(PlannedRun(cfg, dirs[-1], "locked", steps, reached, owner=owner))
+            continue
         seconds = None
         cost = costs.get((cfg.size, cfg.precision))
         if cost is not None:
@@ -328,7 +347,7 @@ class SweepBars:
                 bar.refresh()
         left = []
         for i, planned in enumerate(self.planned):
-            if i in self.done or planned is None or planned.state == "exists":
+            if i in self.done or planned is None or planned.state in ("exists", "locked"):
                 continue
             if planned.seconds is None:
                 self.bar.set_postfix_str("ETA unknown (no measurement)")

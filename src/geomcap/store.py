@@ -165,6 +165,26 @@ def run_lock(run_dir):
         os.close(fd)
 
 
+def lock_owner(run_dir) -> str | None:
+    """Who writes a run directory now: its lock file's "pid N on HOST" while another process holds the lock
+    (:func:`run_lock`), else None (no lock file, or one left by a writer that died). Asks the kernel with a
+    shared flock released at once: a writer taking the lock in that instant would find it held and skip the
+    run (rerunning it then resumes it)."""
+    try:
+        fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
+    except OSError:  # no lock file (or no directory): nobody writes it
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.read(fd, 200).decode(errors="replace").strip() or "a process starting up"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def current_umask() -> int:
     """The process's umask (read from /proc on Linux; elsewhere set and restored at once)."""
     try:

@@ -34,7 +34,8 @@ from pathlib import Path
 from geomcap import store
 from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, SWEEP_SETTABLE, TrainConfig
 from geomcap.config import parse_steps  # noqa: F401 (sweep.parse_steps: the notebooks' and results')
-from geomcap.planning import Plan, PlannedRun, SweepBars, metrics_tail, plan, step_costs  # noqa: F401 (sweep.plan ...)
+from geomcap.planning import (Plan, PlannedRun, SweepBars, distinct, metrics_tail, plan,  # noqa: F401 (sweep.plan ...)
+                              step_costs)
 from geomcap.tasks import LEVELS, TASKS
 
 
@@ -52,7 +53,7 @@ class RunResult:
 
 
 def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=None, **overrides) -> list[TrainConfig]:
-    """The cartesian product tasks x levels x sizes x seeds as TrainConfigs.
+    """The cartesian product tasks x levels x sizes x seeds as TrainConfigs, each run once.
 
     ``steps`` is an int or a {level: steps} dict (default :data:`geomcap.config.DEFAULT_LEVEL_STEPS`, the
     committed runs' budgets); ``overrides`` are further
@@ -72,7 +73,7 @@ def grid(tasks=None, levels=None, sizes=("405k",), seeds=(0,), steps=None, **ove
     for task, level, size, seed in itertools.product(tasks, levels, sizes, seeds):
         n_steps = steps[level] if isinstance(steps, dict) else steps
         configs.append(TrainConfig(task=task, level=level, size=size, seed=seed, steps=n_steps, **overrides))
-    return configs
+    return distinct(configs)  # a value given twice (--seeds 0,0) asks for the same runs again
 
 
 def _run_one(config: dict, root: str, device: str, threads: int | None) -> tuple[str, float]:
@@ -130,7 +131,8 @@ def pack_groups(configs, pack: int) -> list[list[int]]:
 def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: int | None = None,
               progress: bool = True, poll_s: float = 0.5, threads: int | None = None,
               pack: int | None = None, plan: Plan | None = None) -> list[RunResult]:
-    """Run every config (skipping complete ones) and return one RunResult per config, in order.
+    """Run every config (skipping complete ones) and return one RunResult per config, in order. A config
+    given twice is one run (:func:`~geomcap.planning.distinct`), its RunResult given for both.
 
     With no executor, ``workers`` local processes (default: one per core), each a
     ProcessPoolExecutor of its own (:class:`LocalWorkers`: a worker that dies takes
@@ -138,20 +140,27 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     with ``threads`` torch threads in each (default 1: a multi-threaded step waits
     for its descheduled threads when other work shares the cores, and a run's
     metrics are byte-identical only at a fixed thread count, which its config.json
-    records). A run that another process is writing is skipped (``RunResult.locked``).
+    records). A run that another process is writing is skipped (``RunResult.locked``): those the ``plan``
+    found locked are not started at all.
     With ``pack`` = K, runs that share a preset, steps and batch size train in packs of up to K,
     each pack one batched computation in one worker (``geomcap.packed``); a RunResult's
     ``seconds`` is then its pack's wall time. With ``progress``, one bar over the sweep (runs done; with a
     ``plan`` (:func:`~geomcap.planning.plan`) the ETA its projection gives) and one per run in training (steps, last accuracy).
     """
     root = Path(root if root is not None else store.default_root())
-    configs = list(configs)
+    asked = list(configs)
+    configs = distinct(asked)
+    skipped = {store.config_hash(r.config.to_dict()): r.owner for r in (plan.runs if plan is not None else ())
+               if r.state == "locked"}
     results: list[RunResult | None] = [None] * len(configs)
-    pending = []
+    pending, locked = [], []
     for i, cfg in enumerate(configs):
         run_dir = store.run_dir_for(cfg.to_dict(), root)
         if store.is_complete(run_dir):
             results[i] = RunResult(cfg, run_dir, seconds=0.0)
+        elif store.config_hash(cfg.to_dict()) in skipped:  # the plan said so: not started
+            results[i] = _locked_result(cfg, run_dir, skipped[store.config_hash(cfg.to_dict())])
+            locked.append(i)
         else:
             pending.append(i)
 
@@ -162,6 +171,10 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     threads = (threads or 1) if own_executor else None
     local = LocalWorkers(workers) if own_executor else None
     bar = SweepBars(configs, root, plan, len(configs) - len(pending), progress)
+    for i in locked:
+        bar.end(i)
+        bar.write(f"SKIPPED {configs[i].task}/{configs[i].level} {configs[i].size} seed {configs[i].seed}: "
+                  f"{results[i].error}")
     queue = deque(tuple(u) for u in ([[i] for i in pending] if not pack else [
         [pending[j] for j in group] for group in pack_groups([configs[i] for i in pending], pack)]))
     futures = {}
@@ -202,7 +215,8 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
         bar.close()
         if local is not None:
             local.shutdown()
-    return results
+    by_run = {store.config_hash(r.config.to_dict()): r for r in results}
+    return [by_run[store.config_hash(c.to_dict())] for c in asked]
 
 
 class LocalWorkers:
@@ -291,18 +305,19 @@ def _unit_results(configs, future, root: Path) -> list[RunResult]:
     try:
         value = future.result()
     except store.RunLockedError as exc:  # a run alone: its lock is held by another process
-        return [_locked_result(configs[0], run_dirs[0], exc)]
+        return [_locked_result(configs[0], run_dirs[0], exc.owner)]
     except Exception as exc:
         detail = "".join(traceback.format_exception(exc)).strip()
         return [RunResult(cfg, run_dir, error=detail) for cfg, run_dir in zip(configs, run_dirs)]
     seconds, locked = value[1], value[2] if len(value) > 2 else {}
-    return [_locked_result(cfg, run_dir, locked[k]) if k in locked else RunResult(cfg, run_dir, seconds=seconds)
+    return [_locked_result(cfg, run_dir, locked[k].owner) if k in locked else RunResult(cfg, run_dir, seconds=seconds)
             for k, (cfg, run_dir) in enumerate(zip(configs, run_dirs))]
 
 
-def _locked_result(cfg: TrainConfig, run_dir: Path, exc: store.RunLockedError) -> RunResult:
-    owner = f" ({exc.owner})" if exc.owner else ""
-    return RunResult(cfg, run_dir, error=f"{run_dir} is being written by another process{owner}; rerun the sweep "
+def _locked_result(cfg: TrainConfig, run_dir: Path, owner: str | None) -> RunResult:
+    """The RunResult of a run skipped because another process writes it (``owner``: "pid N on HOST")."""
+    by = f" ({owner})" if owner else ""
+    return RunResult(cfg, run_dir, error=f"{run_dir} is being written by another process{by}; rerun the sweep "
                                          "once it is done", locked=True)
 
 
@@ -310,7 +325,8 @@ def train_missing(configs, stores, progress: bool = True, **kwargs) -> list[RunR
     """Train the configs that are complete in none of ``stores`` (run store roots) into the last of them,
     with :func:`run_sweep` (``kwargs``: its options); returns their RunResults. A notebook's recompute cell
     (stores: :func:`geomcap.results.section_stores`). With ``progress``, the plan (:func:`~geomcap.planning.plan`: the runs it
-    will train, those that exist, the projected time) is printed first, then the sweep's bars."""
+    will train, those that exist, those another process writes, the projected time) is printed first, then
+    the sweep's bars."""
     stores = [Path(s) for s in stores]
     if not stores:
         raise ValueError("stores is empty: give at least the run store to train into")
