@@ -71,6 +71,28 @@ def test_unwritable_out_dir(tmp_path):
     assert blocker.read_text() == "not a directory"
 
 
+def test_off_a_terminal_train_logs_lines_not_a_bar(tmp_path):
+    """Off a terminal (a log file) `geomcap train` wrote every redraw of its bar; now a line as the run starts,
+    a summary every few minutes, and a line as it ends (on stderr, as the bar: stdout is the run directory)."""
+    import io
+
+    from geomcap.progress import ProgressLines
+
+    out_dir = tmp_path / "run"
+    result = run("train", "--task", "parity", "--level", "easy", "--steps", "6", "--out", str(out_dir))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{out_dir}\n" and "\r" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "parity/easy 405k s0: starts at step 0 of 6" and len(lines) == 2, lines
+    assert lines[1].startswith("parity/easy 405k s0: ended at step 6 of 6 in ") and ", acc " in lines[1]
+    log = io.StringIO()
+    progress = ProgressLines(10, 4, "run", every_s=0.0, file=log)
+    progress.set_postfix({"acc": "0.500"})
+    progress.update(2)
+    assert log.getvalue().splitlines()[0] == "run: resumes at step 4 of 10"
+    assert log.getvalue().splitlines()[1].startswith("run: step 6/10, acc 0.500 (")
+
+
 def test_train_then_show(tmp_path):
     out_dir = tmp_path / "run"
     result = run("train", "--task", "parity", "--level", "easy", "--steps", "30", "--quiet", "--out", str(out_dir))
@@ -307,3 +329,4 @@ def test_train_from_reports_where_a_rerun_departs(tmp_path):
     assert "first departure beyond 0.0001 at step 5 (rankme layer 1)" in report
     assert "rows only in the rerun (param_norm, probe_control_accuracy)" in report
     assert report.splitlines()[1] == "first departures: rankme at step 5"
+

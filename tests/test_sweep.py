@@ -314,11 +314,51 @@ def test_train_missing_prints_its_plan_then_trains_with_bars(tmp_path, capsys):
 
     configs = grid(tasks=["copy"], levels=["easy"], seeds=[0, 1], steps=4, **TINY)
     run_sweep(configs[:1], root=tmp_path / "a", progress=False)
-    results = train_missing(configs, [tmp_path / "a", tmp_path / "b"], executor=ThreadPoolExecutor(1))
+    results = train_missing(configs, [tmp_path / "a", tmp_path / "b"], executor=ThreadPoolExecutor(1), bars=True)
     assert [r.config.seed for r in results] == [1] and results[0].ok
     out, err = capsys.readouterr()
     assert out.startswith("plan: 2 runs; 1 exist, 1 to train into ")
     assert "sweep: 1/1 runs" in err and "ETA" in err  # the plan's bar, at its end
+
+
+def _sweep_command(root, *args):
+    return [sys.executable, "-m", "geomcap.cli", "sweep", "--tasks", "copy,parity", "--levels", "easy", "--steps",
+            "4", "--workers", "1", "--root", str(root), *args]
+
+
+def test_off_a_terminal_a_sweep_logs_lines_not_bars(tmp_path):
+    """A two-run `geomcap sweep --pack 2` written to a file printed ~2,700 lines of tqdm redraws, and --quiet
+    printed nothing but the last line, not even the plan. Off a terminal (and with --quiet on one): the plan,
+    one line as each run starts and as it ends, a summary now and then; no bars."""
+    root = tmp_path / "runs"
+    result = subprocess.run(_sweep_command(root, "--pack", "2"), capture_output=True, text=True)
+    assert result.returncode == 0 and result.stderr == "", result.stderr[-3000:]
+    assert "\r" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"plan: 2 runs; 0 exist, 2 to train into {root} (1 worker, packs of 2)"
+    log = [line for line in lines if not line.startswith(("plan:", "  ", "projected:"))]
+    assert [line.split()[:2] for line in log if not line.startswith("sweep:")] == [
+        ["start", "copy/easy"], ["start", "parity/easy"], ["done", "copy/easy"], ["done", "parity/easy"],
+        ["2", "runs"]]
+    assert "(pack of 2)" in log[0] and log[-1] == "2 runs complete, 0 failed"
+    quiet = subprocess.run(_sweep_command(root, "--quiet"), capture_output=True, text=True)
+    assert quiet.returncode == 0 and quiet.stdout.splitlines()[0] == (
+        f"plan: 2 runs; 2 exist, 0 to train into {root} (1 worker)"), quiet.stdout
+
+
+def test_a_sweep_s_log_has_a_summary_line_now_and_then(tmp_path, capsys):
+    from geomcap.planning import SweepBars
+
+    configs = grid(tasks=["copy", "parity"], levels=["easy"], steps=4, **TINY)
+    log = SweepBars(configs, tmp_path, None, done=0, enabled=True, bars=False, summary_every_s=0.0)
+    log.start((0,))
+    log.poll()
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "start   copy/easy 405k seed 0"
+    assert out.splitlines()[1].startswith("sweep: 0/2 runs done, 1 training, ")
+    log.summary_every_s = 3600.0
+    log.poll()
+    assert capsys.readouterr().out == ""  # not again before its time
 
 
 def test_a_plan_says_a_locked_run_is_skipped_and_does_not_count_it(tmp_path):

@@ -59,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the same metrics on every machine; with --from, the recorded run's)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training steps (not part of the config hash; equal metrics up to round-off)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar, even on a terminal: a line as the run starts and ends, and a summary "
+                        "every 5 minutes, as off a terminal (a log)")
 
     p = sub.add_parser("sweep", help="run a grid tasks x levels x sizes x seeds into the run store (resumable)")
     p.add_argument("--tasks", default="all", help="comma-separated tasks, or all")
@@ -83,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a training setting for every run (repeatable): " + ", ".join(
                        f"{name} (default {SETTINGS[name].default_text()})" for name in SETTABLE_FIELDS))
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars, even on a terminal: the plan, a line as each run starts and ends, and "
+                        "a summary every 5 minutes, as off a terminal (a log)")
 
     sub.add_parser("presets", help="print the model presets with their parameter counts")
 
@@ -204,7 +208,8 @@ def cmd_train(args) -> int:
     resolve_device(device)
     if args.out is not None:
         check_writable(args.out)
-    run_dir = train(cfg, out=args.out, device=device, progress=not args.quiet, compile=compile, threads=threads)
+    run_dir = train(cfg, out=args.out, device=device, compile=compile, threads=threads,
+                    bars=False if args.quiet else None)
     print(run_dir)
     if source is not None and (source / "metrics.csv").exists():
         from geomcap import compare
@@ -283,10 +288,9 @@ def cmd_sweep(args) -> int:
     _positive("--workers", args.workers), _positive("--pack", args.pack), _positive("--threads", args.threads)
     the_plan = plan(configs, [args.root if args.root is not None else store.default_root()], workers=args.workers,
                     pack=args.pack)
-    if not args.quiet:  # what it will train, what exists, and for how long, before anything trains
-        print("\n".join(the_plan.lines()), flush=True)
-    results = run_sweep(configs, root=args.root, device=args.device, workers=args.workers,
-                        progress=not args.quiet, threads=args.threads, pack=args.pack, plan=the_plan)
+    print("\n".join(the_plan.lines()), flush=True)  # what it will train, what exists, and for how long
+    results = run_sweep(configs, root=args.root, device=args.device, workers=args.workers, threads=args.threads,
+                        pack=args.pack, plan=the_plan, bars=False if args.quiet else None)
     failed = [r for r in results if not r.ok and not r.locked]
     skipped = [r for r in results if r.locked]  # each named in one line as the sweep ran
     print(f"{sum(r.ok for r in results)} runs complete, {len(failed)} failed"

@@ -54,11 +54,11 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
 
 from geomcap import store, tasks
 from geomcap.config import TrainConfig, config_checkpoints, learning_rate
 from geomcap.models import ALL_PRESETS, ModelConfig, answer_inputs, autocast, resolve_device
+from geomcap.progress import run_progress
 from geomcap.recorders import CheckpointRecorder
 from geomcap.train import (CheckpointWriter, claim_run_dir, decays_weight, finish, progress_summary, restore_state,
                            stop_due, training_setup, write_config)
@@ -339,7 +339,7 @@ def train_interval(runs, start: int, end: int, dev) -> float:
 
 
 def train_packed(configs, outs=None, root=None, device: str = "auto", progress: bool = True,
-                 keep_state: bool = False, save_state: bool = True) -> list[Path]:
+                 keep_state: bool = False, save_state: bool = True, bars: bool | None = None) -> list[Path]:
     """Train the configs as one pack; returns their run directories, in order.
 
     ``outs``: one run directory per config (default: the run store ``root``'s directory for
@@ -347,7 +347,8 @@ def train_packed(configs, outs=None, root=None, device: str = "auto", progress: 
     an interrupted one resumes from its last saved state (runs at different checkpoints join
     the pack when it reaches theirs). ``save_state=False`` writes no state.pt and the metrics only
     at the end (for a single uninterrupted call where rewriting both at every checkpoint would cost
-    more than the training: a 151m run's state is ~1.8 GB); such a run cannot resume.
+    more than the training: a 151m run's state is ~1.8 GB); such a run cannot resume. ``progress``, ``bars``:
+    as :func:`geomcap.train.train`'s.
     """
     configs = list(configs)
     check_packable(configs)
@@ -365,15 +366,16 @@ def train_packed(configs, outs=None, root=None, device: str = "auto", progress: 
         todo = [(c, o) for c, o in zip(configs, outs) if claim_run_dir(c, o, locks)]  # every lock before any write
         runs = [_open_run(c, o, dev, seq_len, len(configs), schedule) for c, o in todo]
         if runs:
-            _train_runs(runs, schedule, dev, progress, keep_state, save_state)
+            _train_runs(runs, schedule, dev, progress, keep_state, save_state, bars)
     return outs
 
 
-def _train_runs(runs: list, schedule, dev, progress: bool, keep_state: bool, save_state: bool) -> None:
+def _train_runs(runs: list, schedule, dev, progress: bool, keep_state: bool, save_state: bool,
+                bars: bool | None) -> None:
     """The body of :func:`train_packed`: train the opened (and locked) runs to their end."""
     chance = {id(r): tasks.chance_accuracy(r.data.test_answers) for r in runs}
-    bar = tqdm(total=int(schedule[-1]), initial=min(r.step for r in runs), disable=not progress,
-               desc=f"pack of {len(runs)} {runs[0].cfg.size}", unit="step")
+    bar = run_progress(int(schedule[-1]), min(r.step for r in runs), f"pack of {len(runs)} {runs[0].cfg.size}",
+                       progress, bars)
     try:
         for r in runs:
             if not r.recorder.rows:  # a fresh run: the checkpoint at step 0
@@ -393,8 +395,8 @@ def _train_runs(runs: list, schedule, dev, progress: bool, keep_state: bool, sav
                 r.recorder.timers["train_s"] += seconds / len(active)
                 r.step = end
                 summary = _checkpoint(r, save_state)
+            bar.set_postfix({"active": len(active), **summary}, refresh=False)  # before the update, as in train
             bar.update(end - bar.n)
-            bar.set_postfix({"active": len(active), **summary})
     finally:  # without state, what was measured before an interruption is kept as metrics.csv
         if not save_state:
             for r in runs:

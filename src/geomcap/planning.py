@@ -1,12 +1,14 @@
 """The plan of a sweep, before anything trains: which runs it will train, which exist already, which another
-process is writing (skipped), and a projected time from measured per-step costs of each preset on this machine (finished runs that name this
-CPU, else the benchmarks in data/bench); and the progress bars while it trains (one over the plan, one per
-run). :func:`geomcap.sweep.train_missing` and ``geomcap sweep`` print the plan."""
+process is writing (skipped), and a projected time from measured per-step costs of each preset on this machine
+(finished runs that name this CPU, else the benchmarks in data/bench); and its progress while it trains (bars
+on a terminal, lines in a log: :mod:`geomcap.progress`). :func:`geomcap.sweep.train_missing` and
+``geomcap sweep`` print the plan."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (
 
 from geomcap import store
 from geomcap.config import TrainConfig
+from geomcap.progress import SUMMARY_EVERY_S, duration, on_terminal
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,7 @@ class PlannedRun:
 
     @property
     def name(self) -> str:
-        c = self.config
-        return f"{c.task}/{c.level} {c.size} seed {c.seed}"
+        return _run_name(self.config)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class Plan:
             verb = f"resume  {r.name:<28} from step {r.reached}," if r.state == "resume" else f"train   {r.name:<28}"
             steps = (f"~{r.steps} of {r.config.steps} steps (where its other seeds stopped)"
                      if r.steps < r.config.steps else f"{r.steps} steps")
-            out.append(f"  {verb} {steps}, {_duration(r.seconds) if r.seconds is not None else 'no projection'}")
+            out.append(f"  {verb} {steps}, {duration(r.seconds) if r.seconds is not None else 'no projection'}")
         for key in sorted({(r.config.size, r.config.precision) for r in todo}):
             cost = self.costs.get(key)
             step = ("" if cost is None else f"{cost.per_step_s:.3f} s per training step" if cost.line is None else
@@ -94,20 +96,12 @@ class Plan:
             out.append("  the costly measures (--measures) are not in the projection")
         known = [r for r in todo if r.seconds is not None]
         if known:
-            out.append(f"projected: {_duration(self.projected_s(known))} on {how}" + (
+            out.append(f"projected: {duration(self.projected_s(known))} on {how}" + (
                 f", for {len(known)} of the {len(todo)} runs (the others have no measurement)"
                 if len(known) < len(todo) else ""))
         elif todo:
             out.append("projected: unknown (no measurement of these presets on this machine)")
         return out
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _stored_runs(roots) -> list[tuple[dict, dict]]:
@@ -306,65 +300,106 @@ def metrics_tail(run_dir) -> tuple[int | None, float | None]:
 
 
 class SweepBars:
-    """A sweep's bars: one over the plan (runs done, the ETA from the plan's projection) and one per run in
-    training (its steps, its last test accuracy, read from its metrics.csv as its worker writes it)."""
+    """A sweep's progress (:mod:`geomcap.progress`). As bars (on a terminal, or ``bars=True``): one over the plan
+    (runs done, the ETA from the plan's projection) and one per run in training (its steps, its last test
+    accuracy, read from its metrics.csv as its worker writes it). As lines (off a terminal, or ``bars=False``),
+    on stdout: one as each run starts and as it ends, and every ``summary_every_s`` seconds the runs done, those
+    in training and the ETA. A run that failed or was skipped is named in one line either way; with
+    ``enabled`` False only those."""
 
-    def __init__(self, configs, root: Path, the_plan: Plan | None, done: int, enabled: bool):
-        self.configs, self.root, self.enabled = configs, root, enabled
+    def __init__(self, configs, root: Path, the_plan: Plan | None, done: int, enabled: bool, bars: bool | None = None,
+                 summary_every_s: float = SUMMARY_EVERY_S):
+        self.configs, self.root, self.summary_every_s = configs, root, summary_every_s
+        self.bars = enabled and (on_terminal() if bars is None else bars)
+        self.lines = enabled and not self.bars
         key = lambda c: store.config_hash(c.to_dict())  # noqa: E731
         projected = {key(r.config): r for r in the_plan.runs} if the_plan is not None else {}
         self.planned = [projected.get(key(c)) for c in configs]
         self.workers = the_plan.workers if the_plan is not None else 1
         self.done: set[int] = set()
-        self.bar = tqdm(total=len(configs), initial=done, disable=not enabled, unit="run", desc="sweep",
+        self.finished = done  # runs done, those that existed included
+        self.training: set[int] = set()
+        self.t0 = self.summarised = time.monotonic()
+        self.bar = tqdm(total=len(configs), initial=done, disable=not self.bars, unit="run", desc="sweep",
                         bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed{postfix}")
         self.run_bars: dict[int, tqdm] = {}
 
     def start(self, unit) -> None:
+        """The runs of ``unit`` (indices of ``configs``: a run, or a pack) start training."""
         for i in unit:
             c = self.configs[i]
-            self.run_bars[i] = tqdm(total=c.steps, disable=not self.enabled, leave=False, unit="step",
+            self.training.add(i)
+            if self.lines:
+                self.write(f"start   {_run_name(c)}" + (f" (pack of {len(unit)})" if len(unit) > 1 else ""))
+            self.run_bars[i] = tqdm(total=c.steps, disable=not self.bars, leave=False, unit="step",
                                     desc=f"  {c.task}/{c.level} {c.size} s{c.seed}", position=len(self.run_bars) + 1)
 
-    def end(self, i: int) -> None:
+    def end(self, i: int, result) -> None:
+        """Run ``i`` ended with ``result`` (a :class:`geomcap.sweep.RunResult`): its line, and the count."""
         self.done.add(i)
+        self.training.discard(i)
         bar = self.run_bars.pop(i, None)
         if bar is not None:
             bar.close()
+        name = _run_name(result.config)
+        if result.locked:
+            self.write(f"SKIPPED {name}: {result.error}")
+        elif not result.ok:
+            self.write(f"FAILED {name}: {result.error.splitlines()[-1]}")
+        elif self.lines:
+            self.write(f"done    {name} in {duration(result.seconds)}")
+        self.finished += 1
+        self.bar.update(1)
 
     def poll(self) -> None:
-        """Each running run's bar from its metrics.csv; the plan's bar's ETA."""
-        if not self.enabled:
+        """Bars: each running run's bar from its metrics.csv, and the plan's bar's ETA. Lines: the summary line,
+        when one is due."""
+        if self.lines and time.monotonic() - self.summarised >= self.summary_every_s:
+            self.summarised = time.monotonic()
+            self.write(f"sweep: {self.finished}/{len(self.configs)} runs done, {len(self.training)} training, "
+                       f"{duration(self.summarised - self.t0)} elapsed, {self._eta(self._reached())}")
+        if not self.bars:
             return
-        reached = {}
+        reached = self._reached()
         for i, bar in self.run_bars.items():
-            step, accuracy = metrics_tail(store.run_dir_for(self.configs[i].to_dict(), self.root))
+            step, accuracy = reached.get(i, (None, None))
             if step is not None:
-                reached[i] = step
                 bar.update(step - bar.n)
                 if accuracy is not None:
                     bar.set_postfix_str(f"acc {accuracy:.3f}", refresh=False)
                 bar.refresh()
+        self.bar.set_postfix_str(self._eta(reached))
+
+    def _reached(self) -> dict:
+        """{index of a run in training: (its last step, its last test accuracy)} from its metrics.csv."""
+        return {i: metrics_tail(store.run_dir_for(self.configs[i].to_dict(), self.root)) for i in self.training}
+
+    def _eta(self, reached: dict) -> str:
+        """The time left as the plan projects it, each run in training shortened by its share done."""
         left = []
         for i, planned in enumerate(self.planned):
             if i in self.done or planned is None or planned.state in ("exists", "locked"):
                 continue
             if planned.seconds is None:
-                self.bar.set_postfix_str("ETA unknown (no measurement)")
-                return
+                return "ETA unknown (no measurement)"
+            step = reached.get(i, (None, None))[0]
             span = max(planned.steps - planned.reached, 1)
-            share = min(max(reached.get(i, planned.reached) - planned.reached, 0) / span, 1.0)
+            share = min(max((planned.reached if step is None else step) - planned.reached, 0) / span, 1.0)
             left.append(dataclasses.replace(planned, seconds=planned.seconds * (1 - share)))
-        eta = Plan(left, {}, self.workers).projected_s() if left else 0.0
-        self.bar.set_postfix_str(f"ETA ~{_duration(eta)} (projected)")
+        return f"ETA ~{duration(Plan(left, {}, self.workers).projected_s() if left else 0.0)} (projected)"
 
     def write(self, line: str) -> None:
-        self.bar.write(line)
-
-    def update(self, n: int = 1) -> None:
-        self.bar.update(n)
+        """One line on stdout (between the bars, when there are bars)."""
+        if self.bars:
+            self.bar.write(line)
+        else:
+            print(line, flush=True)
 
     def close(self) -> None:
         for i in list(self.run_bars):
-            self.end(i)
+            self.run_bars.pop(i).close()
         self.bar.close()
+
+
+def _run_name(c: TrainConfig) -> str:
+    return f"{c.task}/{c.level} {c.size} seed {c.seed}"

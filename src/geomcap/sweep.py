@@ -130,7 +130,7 @@ def pack_groups(configs, pack: int) -> list[list[int]]:
 
 def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: int | None = None,
               progress: bool = True, poll_s: float = 0.5, threads: int | None = None,
-              pack: int | None = None, plan: Plan | None = None) -> list[RunResult]:
+              pack: int | None = None, plan: Plan | None = None, bars: bool | None = None) -> list[RunResult]:
     """Run every config (skipping complete ones) and return one RunResult per config, in order. A config
     given twice is one run (:func:`~geomcap.planning.distinct`), its RunResult given for both.
 
@@ -144,8 +144,9 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     found locked are not started at all.
     With ``pack`` = K, runs that share a preset, steps and batch size train in packs of up to K,
     each pack one batched computation in one worker (``geomcap.packed``); a RunResult's
-    ``seconds`` is then its pack's wall time. With ``progress``, one bar over the sweep (runs done; with a
-    ``plan`` (:func:`~geomcap.planning.plan`) the ETA its projection gives) and one per run in training (steps, last accuracy).
+    ``seconds`` is then its pack's wall time. With ``progress``, its progress (:class:`~geomcap.planning.SweepBars`:
+    bars on a terminal, else one line per run as it starts and ends and a summary now and then; ``bars`` True
+    or False chooses), with the ETA the projection of a ``plan`` (:func:`~geomcap.planning.plan`) gives.
     """
     root = Path(root if root is not None else store.default_root())
     asked = list(configs)
@@ -170,11 +171,9 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     threads = (threads or 1) if own_executor else None
     local = LocalWorkers(workers) if own_executor else None
-    bar = SweepBars(configs, root, plan, len(configs) - len(pending), progress)
+    bar = SweepBars(configs, root, plan, len(configs) - len(pending) - len(locked), progress, bars)
     for i in locked:
-        bar.end(i)
-        bar.write(f"SKIPPED {configs[i].task}/{configs[i].level} {configs[i].size} seed {configs[i].seed}: "
-                  f"{results[i].error}")
+        bar.end(i, results[i])
     queue = deque(tuple(u) for u in ([[i] for i in pending] if not pack else [
         [pending[j] for j in group] for group in pack_groups([configs[i] for i in pending], pack)]))
     futures = {}
@@ -194,14 +193,7 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
                 for i, result in zip(unit, _died_results(unit_configs, death, root) if death else
                                      _unit_results(unit_configs, future, root)):
                     results[i] = result
-                    bar.end(i)
-                    cfg = result.config
-                    if result.locked:
-                        bar.write(f"SKIPPED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: {result.error}")
-                    elif not result.ok:
-                        bar.write(f"FAILED {cfg.task}/{cfg.level} {cfg.size} seed {cfg.seed}: "
-                                  f"{result.error.splitlines()[-1]}")
-                    bar.update(1)
+                    bar.end(i, result)
             bar.poll()
             if futures and not finished:
                 time.sleep(poll_s)
@@ -326,7 +318,7 @@ def train_missing(configs, stores, progress: bool = True, **kwargs) -> list[RunR
     with :func:`run_sweep` (``kwargs``: its options); returns their RunResults. A notebook's recompute cell
     (stores: :func:`geomcap.results.section_stores`). With ``progress``, the plan (:func:`~geomcap.planning.plan`: the runs it
     will train, those that exist, those another process writes, the projected time) is printed first, then
-    the sweep's bars."""
+    the sweep's progress."""
     stores = [Path(s) for s in stores]
     if not stores:
         raise ValueError("stores is empty: give at least the run store to train into")

@@ -28,11 +28,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm  # text bars: tqdm.auto would need ipywidgets in Jupyter (and warns without it)
-
 from geomcap import events, store, tasks
 from geomcap.config import TrainConfig, config_checkpoints, learning_rate, stop_step
 from geomcap.models import answer_loss, autocast, build, count_parameters, resolve_device
+from geomcap.progress import run_progress
 from geomcap.recorders import CheckpointRecorder
 from geomcap.store import check_writable
 
@@ -343,7 +342,8 @@ def stop_due(rows, chance: float, cfg: TrainConfig, step: int) -> bool:
 # --- the loop ------------------------------------------------------------------------------------
 
 def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = True,
-          keep_state: bool = False, compile: bool | str = False, threads: int | None = 1) -> Path:
+          keep_state: bool = False, compile: bool | str = False, threads: int | None = 1,
+          bars: bool | None = None) -> Path:
     """Train one run, recording metrics at every checkpoint; returns the run directory.
 
     ``out`` is the run directory itself (default: the run store's root / config hash).
@@ -366,6 +366,9 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     they are byte-identical only at a fixed thread count, which
     ``provenance.threads`` in config.json records; resuming a run with another
     count warns (``ThreadsWarning``, one line naming both counts).
+
+    ``progress``: a bar on a terminal, else lines in the log (:func:`geomcap.progress.run_progress`; ``bars``
+    True or False chooses); nothing without it.
     """
     if compile is not True and compile is not False and not (isinstance(compile, str) and compile):
         raise ValueError(f"compile must be True, False or a torch.compile backend name, got {compile!r}")
@@ -381,11 +384,11 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
             return run_dir
         if threads is not None:
             torch.set_num_threads(threads)
-        return _train_locked(cfg, run_dir, dev, progress, keep_state, compile)
+        return _train_locked(cfg, run_dir, dev, progress, keep_state, compile, bars)
 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: bool, keep_state: bool,
-                  compile: bool | str) -> Path:
+                  compile: bool | str, bars: bool | None) -> Path:
     """The body of :func:`train`, run while holding the run directory's lock."""
     data, model, optimizer, batch_gen = training_setup(cfg, dev)
     step_model = torch.compile(model, backend="inductor" if compile is True else compile) if compile else model
@@ -406,8 +409,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
         writer(step, model, optimizer, batch_gen)
         return progress_summary(step_rows)
 
-    bar = tqdm(total=cfg.steps, initial=start_step, disable=not progress,
-               desc=f"{cfg.task}/{cfg.level} {cfg.size} s{cfg.seed}", unit="step")
+    bar = run_progress(cfg.steps, start_step, f"{cfg.task}/{cfg.level} {cfg.size} s{cfg.seed}", progress, bars)
     step = start_step
     if todo and todo[0] == step:
         bar.set_postfix(checkpoint(step))
@@ -420,8 +422,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, dev: torch.device, progress: 
         if dev.type == "cuda":
             torch.cuda.synchronize()
         recorder.timers["train_s"] += time.perf_counter() - t0
+        bar.set_postfix(checkpoint(step), refresh=False)  # before the update: a log's summary line shows it
         bar.update(next_ckpt - bar.n)
-        bar.set_postfix(checkpoint(step))
     bar.close()
     if keep_state and writer.saved_step != step:
         writer(step, model, optimizer, batch_gen, force=True)
