@@ -330,3 +330,75 @@ def test_train_from_reports_where_a_rerun_departs(tmp_path):
     assert "rows only in the rerun (param_norm, probe_control_accuracy)" in report
     assert report.splitlines()[1] == "first departures: rankme at step 5"
 
+
+def test_a_full_disk_during_train_is_one_line_and_a_rerun_resumes(tmp_path):
+    """A write that found no room during `geomcap train` (a full disk; here a file size limit, as `ulimit -f`
+    sets) ended in a 20-line OSError traceback from the state writer. Now one line says what failed, and the
+    same command, rerun, completes the run."""
+    import resource
+
+    from geomcap import store
+
+    out_dir = tmp_path / "run"
+    args = ["train", "--task", "parity", "--level", "easy", "--steps", "6", "--quiet", "--out", str(out_dir)]
+    limited = subprocess.run(GEOMCAP + args, capture_output=True, text=True,  # config.json fits, state.pt does not
+                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536)))
+    assert limited.returncode == 1 and "Traceback" not in limited.stderr, limited.stderr[-3000:]
+    assert limited.stderr.splitlines()[-1] == (
+        f"geomcap: error: could not write {out_dir / store.STATE_FILE}: File too large (a full disk or a file size "
+        "limit); what was saved is kept: make room and rerun the same command to resume")
+    again = run(*args)
+    assert again.returncode == 0 and store.is_complete(out_dir), again.stderr
+
+
+def test_a_run_store_that_is_a_file_is_refused_before_the_plan(tmp_path, capsys, monkeypatch):
+    """$GEOMCAP_RUNS naming a file was refused in one line by `train`, but a `sweep` planned into it and failed
+    with a traceback from each of its workers."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    sweep = ["sweep", "--tasks", "copy", "--levels", "easy", "--seeds", "0,1", "--steps", "2", "--workers", "1"]
+    monkeypatch.setenv("GEOMCAP_RUNS", str(blocker))
+    code, out, err = run_in_process(capsys, *sweep)
+    assert (code, out, err) == (2, "", f"geomcap: error: $GEOMCAP_RUNS {blocker} is a file, not a run store "
+                                       "directory\n")
+    code, out, err = run_in_process(capsys, *sweep, "--root", str(blocker))
+    assert (code, out) == (2, "") and err.startswith(f"geomcap: error: --root {blocker} is a file")
+    assert blocker.read_text() == "not a directory"
+
+
+def test_a_reader_that_stops_reading_ends_the_command_silently():
+    """`geomcap show RUN | head -1` ended in a BrokenPipeError traceback once head had gone."""
+    import os
+
+    from geomcap import store
+
+    run_dir = sorted(store.committed_data("runs").iterdir())[0]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        result = subprocess.run(GEOMCAP + ["show", "--json", str(run_dir)], stdout=write, stderr=subprocess.PIPE,
+                                text=True)
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (1, "")
+
+
+def test_an_unreadable_status_is_warned_about_once(tmp_path):
+    """An unreadable status.json was warned about three times by one `geomcap train` (before and under the
+    run's lock), five times by a sweep (its plan, its own check, and its worker's three)."""
+    from geomcap import store
+    from geomcap.sweep import grid
+
+    def bad_status(run_dir):
+        run_dir.mkdir(parents=True)
+        (run_dir / store.STATUS_FILE).write_text("{bad")
+
+    bad_status(tmp_path / "run")
+    trained = run("train", "--task", "parity", "--level", "easy", "--steps", "2", "--quiet", "--out",
+                  str(tmp_path / "run"))
+    assert trained.returncode == 0 and trained.stderr.count("geomcap: warning:") == 1, trained.stderr
+    assert f"{tmp_path / 'run' / store.STATUS_FILE} is unreadable" in trained.stderr
+    root = tmp_path / "runs"
+    bad_status(store.run_dir_for(grid(tasks=["parity"], levels=["easy"], steps=2)[0].to_dict(), root))
+    swept = run("sweep", "--tasks", "parity", "--levels", "easy", "--steps", "2", "--workers", "1", "--root", str(root))
+    assert swept.returncode == 0 and swept.stderr.count("geomcap: warning:") == 1, swept.stderr

@@ -16,6 +16,7 @@ Bad input prints one line on stderr and exits with status 2, writing nothing.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 
@@ -248,6 +249,20 @@ def _check_path(path: str | None, option: str) -> None:
         raise ValueError(f"{option} is empty: give a directory")
 
 
+def _check_store_root(root: str | None) -> None:
+    """ValueError, naming where the root came from (``--root`` or ``$GEOMCAP_RUNS``), when the run store root
+    is not a directory one can write runs into: before a sweep plans anything (its workers would each fail)."""
+    import os
+
+    from geomcap import store
+
+    where = "--root" if root is not None else "$GEOMCAP_RUNS" if os.environ.get("GEOMCAP_RUNS") else "the run store"
+    path = store.default_root() if root is None else root
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{where} {path} is a file, not a run store directory")
+    store.check_writable(path)
+
+
 def _names(text: str, allowed, option: str) -> list[str]:
     """'all' -> allowed (an error if there is no 'all' for this option); 'a,b' -> ['a', 'b']; never empty."""
     if text.strip() == "all":
@@ -280,6 +295,7 @@ def cmd_sweep(args) -> int:
     from geomcap.tasks import LEVELS, TASKS
 
     _check_path(args.root, "--root")
+    _check_store_root(args.root)
     configs = grid(tasks=_names(args.tasks, TASKS, "--tasks"), levels=_names(args.levels, LEVELS, "--levels"),
                    sizes=_names(args.sizes, (), "--sizes"), seeds=_ints(args.seeds, "--seeds"),
                    steps=None if args.steps is None else parse_steps(args.steps), measures=args.measures,
@@ -597,9 +613,14 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"geomcap: warning: {message}\n"
 
 
+#: the errors of a write that found no room: a full disk, a file size limit (``ulimit -f``), a quota
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
 def main(argv=None) -> int:
     """Run the ``geomcap`` command on ``argv`` (default: sys.argv); returns the exit status (2: bad input,
-    one line on stderr; 130: interrupted)."""
+    one line on stderr; 1: a write found no room, one line; 130: interrupted). A reader that stops reading
+    (``geomcap show RUN | head -1``) ends it silently (status 1)."""
     import warnings
 
     warnings.formatwarning = _one_line_warning  # e.g. a run of the store skipped: one line naming its file
@@ -608,13 +629,35 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
         handler = {"train": cmd_train, "sweep": cmd_sweep, "presets": cmd_presets, "runs": cmd_runs, "show": cmd_show,
                    "pythia": cmd_pythia, "bench": cmd_bench, "checkpoints": cmd_checkpoints}[args.command]
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a reader gone is found here, not in the interpreter's flush at exit
+        return code
     except _one_line_errors() as exc:
         print(f"geomcap: error: {exc}".replace("geomcap: error: geomcap", "geomcap"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("geomcap: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _drop_stdout()
+        return 1
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        print(f"geomcap: error: could not write {exc.filename or 'a file'}: {exc.strerror} (a full disk or a "
+              "file size limit); what was saved is kept: make room and rerun the same command to resume",
+              file=sys.stderr)
+        return 1
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: its reader is gone, and the interpreter's last flush would fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a file descriptor (a captured stream)
+        pass
 
 
 if __name__ == "__main__":

@@ -198,18 +198,31 @@ def current_umask() -> int:
     return mask
 
 
+@contextlib.contextmanager
+def _naming(path):
+    """An OSError raised in the block names ``path`` (a write's "File too large" or "No space left on
+    device" names no file: a one-line report of it should)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
 def atomic_write_bytes(path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder: a reader sees the old
-    file or the new one, never a part."""
+    file or the new one, never a part. An OSError it raises names ``path``."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600: give the mode open() would
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with _naming(path):
+            os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600: give the mode open() would
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -321,12 +334,24 @@ def append_metrics(run_dir, rows) -> None:
     """Append rows (step, layer, measure, value) to ``run_dir``/metrics.csv, which :func:`write_metrics`
     began, in one write: a checkpoint costs its own rows, not the whole file's. A kill in the middle of it
     leaves at most a partial last line, which a run resumed from its state.pt rewrites (``write_metrics``)."""
-    with open(Path(run_dir) / METRICS_FILE, "a", encoding="utf-8") as f:
+    path = Path(run_dir) / METRICS_FILE
+    with _naming(path), open(path, "a", encoding="utf-8") as f:
         f.write(metrics_csv_text(rows, header=False))
 
 
 class StoreWarning(UserWarning):
     """A run directory of the store could not be read and was left out."""
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A :class:`StoreWarning`, once per process and message: a command reads a run's files several times
+    (planning, then before and under the run's lock)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, StoreWarning, stacklevel=3)
 
 
 def _unreadable(path, exc) -> ValueError:
@@ -450,7 +475,7 @@ def is_complete(run_dir) -> bool:
             return False
         last = final_step(run_dir, status)
     except (ValueError, FileNotFoundError) as exc:
-        warnings.warn(f"{exc}; the run counts as incomplete", StoreWarning, stacklevel=2)
+        _warn_once(f"{exc}; the run counts as incomplete")
         return False
     if last is None:
         return True

@@ -25,6 +25,7 @@ import signal
 import threading
 import time
 import traceback
+import warnings
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -234,7 +235,7 @@ class LocalWorkers:
         """Run ``fn(*args)`` on an idle worker (started if need be); returns its future."""
         slot = next(k for k in range(len(self.pools)) if k not in self.held)
         if self.pools[slot] is None:
-            self.pools[slot] = ProcessPoolExecutor(max_workers=1, initializer=_exit_with_parent,
+            self.pools[slot] = ProcessPoolExecutor(max_workers=1, initializer=_start_worker,
                                                    initargs=(os.getpid(),))
         future = self.pools[slot].submit(fn, *args)
         processes = getattr(self.pools[slot], "_processes", None) or {}  # started by submit
@@ -328,6 +329,14 @@ def train_missing(configs, stores, progress: bool = True, **kwargs) -> list[RunR
         print("\n".join(the_plan.lines()), flush=True)
     missing = [r.config for r in the_plan.runs if r.state != "exists"]
     return run_sweep(missing, root=stores[-1], progress=progress, plan=the_plan, **kwargs)
+
+
+def _start_worker(parent_pid: int) -> None:
+    """Initializer of a sweep's own worker process: it ends with the sweep's process (:func:`_exit_with_parent`),
+    and warns nothing about a run's unreadable files (the sweep's process read them before it started the run,
+    and warned once)."""
+    warnings.simplefilter("ignore", store.StoreWarning)
+    _exit_with_parent(parent_pid)
 
 
 def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
