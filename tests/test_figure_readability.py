@@ -78,8 +78,10 @@ def _grokking_curves(grid):
     runs = _runs(tasks=("mod",), levels=("hard",), seeds=(0, 1, 2))
     metrics = _metrics(runs, layers=2)
     phases = pd.DataFrame({"seed": [0, 1, 2], "memorised_step": [178] * 3, "acquisition_step": [900, 1000, 1100]})
+    alarms = {seed: {"rankme": [{"step": 500 + 100 * seed, "layer": 1}], "test_loss": [{"step": 700, "layer": -1}]}
+              for seed in (0, 1, 2)}
     return plots.grokking_curves({r.seed: metrics[metrics["run"] == r.run] for r in runs.itertuples()}, phases,
-                                 grokking.NANDA_PHASES)
+                                 grokking.NANDA_PHASES, alarms)
 
 
 def _claim_effects(grid):
@@ -161,7 +163,34 @@ def _aligned_measures(grid):
     return plots.aligned_measures(metrics, summary, ["rankme", "rankme_centred", "test_loss", "param_norm"])
 
 
-FIGURES = [_collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories, _grokking_curves,
+def _forecast_figure(grid):
+    signals = ["rankme", "rankme (any layer)", "rankme_centred", "test_loss", "train_accuracy",
+               "first_token_accuracy", "param_norm"]
+    sensitivity = pd.DataFrame([{"signal": sig, "scale": scale, "recall": 0.1 * i * scale,
+                                 "control_alarms_per_1000": 0.2 / scale, "alarms_per_1000_armed": 1.0 / scale}
+                                for i, sig in enumerate(signals) for scale in (0.25, 0.5, 1.0)])
+    curve = pd.DataFrame({"alarms_per_1000": np.linspace(0, 4, 9), "recall": np.linspace(0, 0.7, 9)})
+    return plots.forecast_figure(sensitivity, curve, 500)
+
+
+def _alarm_curves(grid):
+    runs, metrics = grid
+    alarms = {"rankme": [{"step": 1000, "layer": 3}], "test_loss": [{"step": 1200, "layer": -1}]}
+    return plots.alarm_curves(metrics[metrics["run"] == runs["run"].iloc[0]], alarms, armed_from=300, acquisition=1100)
+
+
+def _claims_by_size_figure(grid):
+    rows = [{"claim": c, "statistic": s, "size": size, "parameters": p, "arm": arm, "value": 0.5, "low": 0.4,
+             "high": 0.6, "runs": 10, "settings": 4}
+            for c, s in (("C1", "ordered"), ("C1", "collapse then recovery"), ("C2", "MOD floor"), ("C2", "MUL floor"),
+                         ("C3", "top-down"), ("C4", "selectivity"), ("C5", "recall"),
+                         ("C6", "acquired during the collapse"), ("C8", "trajectory rho"))
+            for size, p in (("405k", 4e5), ("1.3m", 1.35e6), ("4m", 4e6), ("14m", 1.4e7), ("48m", 4.8e7))
+            for arm in ("real", "control")]
+    return plots.claims_by_size_figure(pd.DataFrame(rows))
+
+
+FIGURES = [_forecast_figure, _alarm_curves, _claims_by_size_figure, _collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories, _grokking_curves,
            _claim_effects, _lead_strips, _layer_collapse_steps, _top_down_arms, _selectivity_layers,
            _acquisition_regime, _pythia_curves, _pythia_gaps, _twin_acquisition, _aligned_measures]
 

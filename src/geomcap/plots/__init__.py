@@ -5,7 +5,7 @@ or new matplotlib Axes, and returns the Figure. Training steps go on a
 symlog axis: the collapse lives in the first few percent of training.
 
 One module per kind of figure: ``style`` (colours, the step axis, panels, legends), ``runs``,
-``claims``, ``pythia``, ``bench``; every figure is importable
+``claims``, ``forecast``, ``pythia``, ``bench``; every figure is importable
 from ``geomcap.plots``.
 """
 
@@ -21,6 +21,7 @@ from geomcap.plots.style import (  # noqa: F401
     paper_line,
     legend_entries,
     mark_empty,
+    mark_alarms,
 )
 from geomcap.plots.runs import (  # noqa: F401
     run_curves,
@@ -46,6 +47,12 @@ from geomcap.plots.pythia import (  # noqa: F401
     pythia_curves,
     pythia_gaps,
 )
+from geomcap.plots.forecast import (  # noqa: F401
+    SIGNAL_COLORS,
+    alarm_curves,
+    claims_by_size_figure,
+    forecast_figure,
+)
 from geomcap.plots.bench import (  # noqa: F401
     BENCH_MODEL_LABELS,
     llc_calibration_figure,
@@ -54,6 +61,11 @@ from geomcap.plots.bench import (  # noqa: F401
 )
 
 __all__ = [
+    "SIGNAL_COLORS",
+    "alarm_curves",
+    "claims_by_size_figure",
+    "forecast_figure",
+    "mark_alarms",
     "PAPER_COLOR",
     "set_style",
     "paper_line",

@@ -10,7 +10,7 @@ import seaborn as sns
 from geomcap import events
 from geomcap.plots.style import (
     PAPER_COLOR, LEVEL_COLORS, CLASS_COLORS, SIZE_COLORS, ARM_COLORS, set_style, step_axis, panels,
-    legend_entries, legend_above, bottom_xlabels, mark_empty,
+    legend_entries, legend_above, bottom_xlabels, mark_empty, mark_alarms,
 )
 
 
@@ -267,12 +267,15 @@ def twin_acquisition(table, measure: str = "rankme"):
     return fig
 
 
-def grokking_curves(metrics_by_seed: dict, phases, nanda: dict):
+def grokking_curves(metrics_by_seed: dict, phases, nanda: dict, alarms_by_seed: dict | None = None):
     """The grokking runs' curves on one step axis, one panel each (two per row): train and test accuracy,
     test loss (log), parameter norm, and RankMe of each layer at the answer position, one line style per
     seed (``metrics_by_seed``: seed -> one run's tidy metrics); solid vertical lines at each run's
     memorisation and acquisition (``phases``: :func:`geomcap.grokking.phase_table`), dotted grey ones at
-    Nanda et al.'s phase ends (``nanda``: name -> step). One legend above the panels says which is which."""
+    Nanda et al.'s phase ends (``nanda``: name -> step). ``alarms_by_seed`` (seed -> {measure: [alarm dict]},
+    as ``geomcap show --json`` lists them): every alarm of the test loss, the parameter norm and RankMe (any
+    layer) as a triangle along the top of its panel, one row per seed. One legend above the panels says which
+    is which."""
     import pandas as pd
     from matplotlib.lines import Line2D
 
@@ -296,6 +299,11 @@ def grokking_curves(metrics_by_seed: dict, phases, nanda: dict):
         for layer, row in zip(layers, values):
             axes["RankMe at '='"].plot(s, row, style, color=f"C{3 + int(layer)}", lw=1,
                                        label=f"layer {layer}" if i == 0 else None)
+    for i, seed in enumerate(seeds):
+        found = (alarms_by_seed or {}).get(seed) or {}
+        for measure, title in (("test_loss", "test loss"), ("param_norm", "parameter norm"),
+                               ("rankme", "RankMe at '='")):
+            mark_alarms(axes[title], sorted({a["step"] for a in found.get(measure, [])}), "k", y=1.0 - 0.06 * i)
     for title, ax in axes.items():
         for row in phases.itertuples():
             for step, colour in ((row.memorised_step, "0.4"), (row.acquisition_step, "C3")):
@@ -313,5 +321,7 @@ def grokking_curves(metrics_by_seed: dict, phases, nanda: dict):
             for i, seed in enumerate(seeds)]
     keys += [Line2D([], [], color="0.4", lw=0.8, label="memorised"), Line2D([], [], color="C3", lw=0.8, label="acquired"),
              Line2D([], [], color="0.6", ls=":", lw=1, label="Nanda et al.'s phases")]
+    if alarms_by_seed:
+        keys.append(Line2D([], [], color="k", marker="v", ls="", ms=4, label="alarms (a row per seed)"))
     legend_above(fig, keys, [k.get_label() for k in keys], ncol=3, fontsize="small")
     return fig

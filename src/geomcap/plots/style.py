@@ -166,3 +166,11 @@ def legend_entries(axes) -> dict:
 def mark_empty(ax, text: str = "no run") -> None:
     """Say in a panel that it has nothing to draw (``text``, greyed, at its centre)."""
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
+
+
+def mark_alarms(ax, steps, colour: str, y: float = 1.0) -> None:
+    """Alarms as small triangles along the top of ``ax`` (``y`` in axes coordinates) at ``steps``."""
+    steps = np.asarray(list(steps))
+    if steps.size:
+        ax.plot(steps, np.full(steps.size, y), "v", color=colour, ms=4, transform=ax.get_xaxis_transform(),
+                clip_on=False)

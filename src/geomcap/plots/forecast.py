@@ -1,0 +1,128 @@
+"""The forecast figure: recall against false alarms per signal, with the baselines (notebook 04)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from geomcap.plots.style import PANEL_WIDTH, legend_above, legend_entries, mark_alarms
+
+#: one colour per signal of the forecast figure, behaviour in greys and oranges, geometry in blues
+SIGNAL_COLORS = {"rankme": "C0", "rankme (any layer)": "C9", "rankme_centred": "C4", "test_loss": "C1",
+                 "train_accuracy": "0.35", "first_token_accuracy": "C5", "param_norm": "C2"}
+
+
+def forecast_figure(sensitivity, random_curve, horizon: int):
+    """Two panels, recall at ``horizon`` on the y axis of both, one line per signal through the band's scales
+    (``sensitivity``: :func:`geomcap.results.sensitivity_table`; the protocol's scale 1 drawn as a large
+    marker): (a) against false alarms per 1,000 steps on the shuffled-answer controls, where nothing is
+    learnt; (b) against alarms per 1,000 armed steps before acquisition on the real runs, beside the recall
+    of random alarms at that rate (``random_curve``: :func:`geomcap.results.random_recall_curve`, dashed). A
+    signal with skill sits above the dashed line in (b) and to the left in (a)."""
+    fig, axes = plt.subplots(1, 2, figsize=(1.75 * PANEL_WIDTH, 3.2), sharey=True)  # shown at its own size
+    for signal, rows in sensitivity.groupby("signal", sort=False):
+        rows = rows.sort_values("scale")
+        colour = SIGNAL_COLORS.get(signal, "0.6")
+        for ax, x in zip(axes, ("control_alarms_per_1000", "alarms_per_1000_armed")):
+            ax.plot(rows[x], rows["recall"], "-o", color=colour, ms=3, lw=1, label=signal.replace("_", " "))
+            protocol = rows[rows["scale"] == 1.0]
+            ax.plot(protocol[x], protocol["recall"], "o", color=colour, ms=8, mfc="white", mew=1.5)
+    axes[1].plot(random_curve["alarms_per_1000"], random_curve["recall"], "--", color="0.5", lw=1,
+                 label="random alarms at that rate")
+    axes[0].set_xlabel("false alarms per 1,000 steps\n(shuffled-answer controls)")
+    axes[1].set_xlabel("alarms per 1,000 armed steps\nbefore acquisition (hard runs)")
+    axes[0].set_ylabel(f"recall: acquisitions with an alarm\nwithin {horizon} steps before")
+    for ax in axes:
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlim(left=-0.05)
+    entries = legend_entries(axes)
+    entries["the protocol's band (scale 1)"] = plt.Line2D([], [], marker="o", ls="", color="0.3", mfc="white", ms=8)
+    legend_above(fig, entries.values(), entries.keys(), ncol=3)
+    return fig
+
+
+def alarm_curves(metrics, alarms, measures=("rankme", "test_loss"), armed_from=None, acquisition=None,
+                 title: str = ""):
+    """One panel per measure of one run (``metrics``: tidy; a per-layer measure at its final layer): its series
+    on the step axis, a triangle at each of its alarms (``alarms``: {measure: [alarm dict]}, as
+    ``geomcap show --json`` lists them, or a monitor's ``alarms`` list with a ``measure`` key), a grey line where
+    the alarms were armed (``armed_from``) and a red one at ``acquisition``."""
+    from geomcap import events
+    from geomcap.plots.style import panels, step_axis
+
+    if isinstance(alarms, list):  # a monitor's list: one dict per alarm, with its measure
+        grouped = {}
+        for a in alarms:
+            grouped.setdefault(a["measure"], []).append(a)
+        alarms = grouped
+    present = [m for m in measures if (metrics["measure"] == m).any()]
+    fig, _, axes = panels(len(present), 2, PANEL_WIDTH, 2.6)
+    for ax, measure in zip(axes, present):
+        layer = events.final_layer(metrics, measure)
+        steps, values = events.tidy_series(metrics, measure, layer=layer)
+        ax.plot(steps, values, color=SIGNAL_COLORS.get(measure, "C0"), lw=1)
+        raised = [a["step"] for a in alarms.get(measure, []) if a["layer"] == layer]
+        mark_alarms(ax, raised, SIGNAL_COLORS.get(measure, "C0"))
+        for step, colour in ((armed_from, "0.5"), (acquisition, "C3")):
+            if step is not None:
+                ax.axvline(step, color=colour, lw=0.8, ls="--" if colour == "0.5" else "-")
+        step_axis(ax, steps)
+        ax.set_title(f"{measure.replace('_', ' ')}" + (f", layer {layer}" if layer >= 0 else "")
+                     + f": {len(raised)} alarm(s)", fontsize="medium")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    return fig
+
+
+def paper_scale_value(claim: str, statistic: str) -> float | None:
+    """The paper's figure (:data:`geomcap.paper.CLAIMS`) for a statistic of :func:`geomcap.results.claims_by_size`,
+    where it states one."""
+    from geomcap.paper import CLAIMS
+
+    v = CLAIMS[claim]["values"]
+    if (claim, statistic) == ("C1", "ordered"):
+        return v["ordered"] / v["combinations"]
+    if (claim, statistic) == ("C3", "top-down"):
+        return v["top_down"] / v["pairs"]
+    key = {("C2", "MOD floor"): "mod_floor", ("C5", "recall"): "rankme_rate",
+           ("C8", "trajectory rho"): "rho"}.get((claim, statistic))
+    return None if key is None else v[key]
+
+
+def claims_by_size_figure(table, statistics=None):
+    """Each claim's statistic against the preset's parameters (log axis, the same range in every panel), one
+    panel per statistic (``table``: :func:`geomcap.results.claims_by_size`; ``statistics``: the (claim,
+    statistic) pairs to draw, default every one present): the real runs as a line with their 95% intervals
+    over settings, the negative controls beside them as open markers, the paper's figure dashed where it
+    states one (:func:`paper_scale_value`); each point's preset named on the x axis."""
+    from geomcap.plots.style import ARM_COLORS, paper_line, panels
+
+    keys = statistics or list(dict.fromkeys(zip(table["claim"], table["statistic"])))
+    fig, _, axes = panels(len(keys), 2, PANEL_WIDTH, 2.4)
+    span = table["parameters"].dropna()
+    xlim = (span.min() / 1.6, span.max() * 1.6) if len(span) else None
+    for ax, (claim, statistic) in zip(axes, keys):
+        rows = table[(table["claim"] == claim) & (table["statistic"] == statistic)].sort_values("parameters")
+        for arm, marker in (("real", "o"), ("control", "s")):
+            at = rows[rows["arm"] == arm]
+            if at.empty:
+                continue
+            x, y = at["parameters"].to_numpy(float), at["value"].to_numpy(float)
+            err = np.vstack([y - at["low"].to_numpy(float), at["high"].to_numpy(float) - y])
+            colour = ARM_COLORS.get(arm, "0.5")
+            ax.errorbar(x, y, yerr=np.where(np.isfinite(err), np.abs(err), 0), fmt=marker + ("-" if arm == "real" else ""),
+                        color=colour, ms=4, lw=1, capsize=2, mfc="white" if arm == "control" else colour, label=arm)
+        ax.set_xscale("log")
+        if xlim is not None:
+            ax.set_xlim(*xlim)
+        paper = paper_scale_value(claim, statistic)
+        if paper is not None:
+            paper_line(ax, paper, "the paper")
+        named = rows.drop_duplicates("size")
+        ax.set_xticks(named["parameters"], [f"{s}" for s in named["size"]], rotation=45, fontsize="small")
+        ax.minorticks_off()
+        ax.set_title(f"{claim}: {statistic}", fontsize="medium")
+    entries = legend_entries(axes)
+    legend_above(fig, entries.values(), entries.keys())
+    return fig

@@ -1,0 +1,54 @@
+"""The claims across sizes (geomcap.claims.scale) on synthetic summaries whose answers are known, and the
+figure that draws them."""
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pandas as pd
+import pytest
+
+from geomcap import plots
+from geomcap.claims.scale import SCALE_COLUMNS, claims_by_size, size_ratios
+
+
+def _summary(size, parameters, ordered, floors, top_down, acquisition=(400, 450, 800, 900)):
+    """Four runs of one preset: mod medium and hard, mul medium and hard (two seeds of each would be the
+    same settings), with the given C1 orderings, collapse floors and top-down flags."""
+    rows = []
+    for i, (task, level) in enumerate((("mod", "medium"), ("mod", "hard"), ("mul", "medium"), ("mul", "hard"))):
+        rows.append({"task": task, "level": level, "size": size, "seed": 0, "run": f"{size}-{i}",
+                     "parameters": parameters, "acquisition_step": acquisition[i], "plateau_fraction": 0.0,
+                     "ordered_collapse_recovery_acquisition": ordered[i], "rankme_collapsed": True,
+                     "rankme_recovery_step": 100,
+                     "rankme_floor_value": floors[i], "is_top_down": top_down[i]})
+    return pd.DataFrame(rows)
+
+
+def test_claims_by_size_reads_each_preset_and_arm():
+    summary = pd.concat([_summary("405k", 4e5, [True] * 4, [2.0, 2.2, 3.0, 3.2], [True] * 4),
+                         _summary("4m", 4e6, [True, False, True, False], [1.0, 1.2, 5.0, 5.4], [True, False] * 2)],
+                        ignore_index=True)
+    control = _summary("4m", 4e6, [None] * 4, [9.0, 9.0, 9.0, 9.0], [True] * 4, acquisition=(None,) * 4)
+    control["run"] = control["run"] + "-control"
+    table = claims_by_size(summary, control)
+    assert list(table.columns) == list(SCALE_COLUMNS)
+    value = lambda claim, stat, size, arm="real": table[(table["claim"] == claim) & (table["statistic"] == stat)  # noqa: E731
+                                                        & (table["size"] == size) & (table["arm"] == arm)]["value"].iloc[0]
+    assert value("C1", "ordered", "405k") == 1.0 and value("C1", "ordered", "4m") == 0.5
+    assert value("C2", "MOD floor", "405k") == pytest.approx(2.1) and value("C2", "MOD floor", "4m") == pytest.approx(1.1)
+    assert value("C2", "MUL floor", "4m") == pytest.approx(5.2)
+    assert value("C3", "top-down", "4m") == 0.5
+    assert value("C2", "MOD floor", "4m", "control") == 9.0
+    assert not ((table["arm"] == "control") & (table["claim"] == "C1") & (table["statistic"] == "ordered")).any()
+    assert size_ratios(table).to_dict() == {"405k": 1.0, "4m": 10.0}
+    fig = plots.claims_by_size_figure(table)
+    drawn = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(drawn) == table.groupby(["claim", "statistic"]).ngroups
+    assert all(ax.get_xscale() == "log" for ax in drawn)
+
+
+def test_a_preset_with_no_acquired_run_has_no_ordering_row():
+    summary = _summary("14m", 1.4e7, [None] * 4, [1.0] * 4, [True] * 4, acquisition=(None,) * 4)
+    table = claims_by_size(summary)
+    assert not (table["statistic"] == "ordered").any() and (table["statistic"] == "collapse then recovery").any()
+    assert np.isnan(size_ratios(table).get("405k", np.nan))
