@@ -140,10 +140,6 @@ def test_the_book_and_the_notebooks_cite_documented_names(documented):
     assert not bad, "unresolved references in the book:\n" + "\n".join(bad)
 
 
-#: private names the tests still reach, each left to another change (issue 39): monitor.py is being edited there
-LEFT_TO_OTHERS = {"monitor._confirmed_collapse"}
-
-
 def test_shared_names_are_public():
     """plots.style's _step_axis, _panels, _legend_entries and _no_run were imported by three plot modules (and
     re-exported by geomcap.plots), bench.machine's _log and _memory_gib by the other bench modules, and tests
@@ -162,6 +158,5 @@ def test_shared_names_are_public():
     modules = {m.name.rsplit(".", 1)[-1] for m in pkgutil.walk_packages(geomcap.__path__, "geomcap.")}
     reach = re.compile(r"\b(" + "|".join(sorted(modules)) + r")\.(_[A-Za-z]\w*)")
     for path in sorted(set((ROOT / "tests").glob("*.py")) - {Path(__file__).resolve()}):
-        shared += [f"{path.relative_to(ROOT)} reaches {m.group(0)}" for m in reach.finditer(path.read_text())
-                   if m.group(0) not in LEFT_TO_OTHERS]
+        shared += [f"{path.relative_to(ROOT)} reaches {m.group(0)}" for m in reach.finditer(path.read_text())]
     assert not shared, "\n".join(sorted(set(shared)))

@@ -238,8 +238,8 @@ def test_streamed_collapse_is_reported_once_certain_and_never_revised(caplog):
     assert sum("floor step" in rec.getMessage() for rec in caplog.records) == 1 + (recovery_at > floor_at)
     # the prefix rule itself: every prefix past the certain step gives the whole series' floor
     for end in range(floor_at + 1, len(s) + 1):
-        assert monitor._confirmed_collapse(s[:end], v[:end])["floor_step"] == whole.floor_step
-    assert monitor._confirmed_collapse(s[:floor_at], v[:floor_at])["floor_step"] is None
+        assert monitor.confirmed_collapse(s[:end], v[:end])["floor_step"] == whole.floor_step
+    assert monitor.confirmed_collapse(s[:floor_at], v[:floor_at])["floor_step"] is None
 
 
 def test_the_monitor_raises_the_alarms_of_the_book_s_rule_live_with_what_they_were_worth(caplog):

@@ -89,7 +89,8 @@ try:  # the callback needs transformers (pip install geomcap[monitor]); the moni
 except ImportError:  # pragma: no cover - exercised only without transformers
     TrainerCallback = object
 
-__all__ = ["GeometryMonitor", "GeometryCallback", "format_events", "collapse_summary", "capture", "select_positions",
+__all__ = ["GeometryMonitor", "GeometryCallback", "format_events", "collapse_summary", "confirmed_collapse", "capture",
+           "select_positions",
            "EVENT_FIELDS", "NonFiniteWarning"]
 
 logger = logging.getLogger(__name__)
@@ -243,7 +244,7 @@ def select_positions(h: torch.Tensor, position, attention_mask=None) -> torch.Te
 # --- events as steps arrive -----------------------------------------------------------------------
 
 
-def _confirmed_collapse(steps, values, window: int = events.COLLAPSE_WINDOW) -> dict:
+def confirmed_collapse(steps, values, window: int = events.COLLAPSE_WINDOW) -> dict:
     """The events of a RankMe series so far that are certain ({field: value}, fields of
     :data:`FLOOR_FIELDS` and :data:`RECOVERY_FIELDS`; None where not yet certain).
 
@@ -478,7 +479,7 @@ class GeometryMonitor:
     def _update_events(self, step: int) -> dict:
         if self._events["recovery_step"] is not None:
             return {}
-        found = _confirmed_collapse(*self.final_rankme, window=self.collapse_window)
+        found = confirmed_collapse(*self.final_rankme, window=self.collapse_window)
         new = {}
         for fields in (FLOOR_FIELDS, RECOVERY_FIELDS):  # once set, an event is never revised
             if self._events[fields[-1]] is None and found[fields[-1]] is not None:
