@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from geomcap.plots.style import PANEL_WIDTH, legend_above, legend_entries, mark_alarms
+from geomcap.plots.style import PANEL_WIDTH, legend_above, legend_entries, mark_alarms, set_style
 
 #: one colour per signal of the forecast figure, behaviour in greys and oranges, geometry in blues
 SIGNAL_COLORS = {"rankme": "C0", "rankme (any layer)": "C9", "rankme_centred": "C4", "test_loss": "C1",
@@ -19,6 +19,7 @@ def forecast_figure(sensitivity, random_curve, horizon: int):
     learnt; (b) against alarms per 1,000 armed steps before acquisition on the real runs, beside the recall
     of random alarms at that rate (``random_curve``: :func:`geomcap.results.random_recall_curve`, dashed). A
     signal with skill sits above the dashed line in (b) and to the left in (a)."""
+    set_style()
     fig, axes = plt.subplots(1, 2, figsize=(1.75 * PANEL_WIDTH, 3.2), sharey=True)  # shown at its own size
     for signal, rows in sensitivity.groupby("signal", sort=False):
         rows = rows.sort_values("scale")
@@ -50,6 +51,7 @@ def alarm_curves(metrics, alarms, measures=("rankme", "test_loss"), armed_from=N
     from geomcap import events
     from geomcap.plots.style import panels, step_axis
 
+    set_style()
     if isinstance(alarms, list):  # a monitor's list: one dict per alarm, with its measure
         grouped = {}
         for a in alarms:
@@ -98,6 +100,7 @@ def claims_by_size_figure(table, statistics=None):
     states one (:func:`paper_scale_value`); each point's preset named on the x axis."""
     from geomcap.plots.style import ARM_COLORS, paper_line, panels
 
+    set_style()
     keys = statistics or list(dict.fromkeys(zip(table["claim"], table["statistic"])))
     fig, _, axes = panels(len(keys), 2, PANEL_WIDTH, 2.4)
     span = table["parameters"].dropna()
