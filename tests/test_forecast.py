@@ -126,7 +126,7 @@ def test_a_smaller_band_raises_the_alarm_the_protocol_s_band_does_not(tmp_path):
     metrics = store.read_metrics(path)
     row = {**summary_row(metrics), "task": "copy", "level": "easy", "size": "405k", "seed": 0, "run": "x"}
     summary = pd.DataFrame([row])
-    table = forecast.sensitivity_table(summary, metrics.assign(run="x"), signals=[("rankme", "final")],
+    table = forecast.band_sensitivity(summary, metrics.assign(run="x"), signals=[("rankme", "final")],
                                        scales=(0.25, 1.0)).set_index("scale")
     assert table.loc[1.0, "alarms"] == 0 and table.loc[1.0, "recall"] == 0
     assert table.loc[0.25, "alarms"] >= 1 and table.loc[0.25, "recall"] == 1

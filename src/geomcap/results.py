@@ -49,7 +49,7 @@ from geomcap.analysis.twins import (
 from geomcap.analysis.forecast import (
     FIGURE_SIGNALS, FORECAST_HORIZONS, SENSITIVITY_SCALES, VERDICT_HORIZON, alarm_note, alarm_precision,
     alarm_precision_record, false_alarm_table, forecast_runs, forecast_table, random_recall_curve, ratio_interval,
-    rescaled, run_forecast, sensitivity_table, signal_alarm_steps, signal_name, twin_alarm_table)
+    band_sensitivity, rescaled, run_forecast, signal_alarm_steps, signal_name, twin_alarm_table)
 from geomcap.analysis.precision import (
     PRECISION_STATISTICS, exchangeable_inside_probability, precision_check, precision_runs)
 from geomcap.analysis.display import (
@@ -105,6 +105,6 @@ __all__ = [
     "signal_alarm_steps", "signal_name", "alarm_precision_record", "alarm_precision", "alarm_note",
     "forecast_reading", "precision_runs", "precision_check", "exchangeable_inside_probability", "PRECISION_STATISTICS",
     "FIGURE_SIGNALS", "FORECAST_HORIZONS", "SENSITIVITY_SCALES", "VERDICT_HORIZON", "random_recall_curve",
-    "rescaled", "sensitivity_table", "SCALE_COLUMNS", "SCALE_STATISTICS", "claims_by_size", "size_ratios",
+    "rescaled", "band_sensitivity", "SCALE_COLUMNS", "SCALE_STATISTICS", "claims_by_size", "size_ratios",
 ]
 

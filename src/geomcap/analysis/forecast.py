@@ -263,7 +263,7 @@ def rescaled(summary: pd.DataFrame, metrics: pd.DataFrame, scale: float, measure
     return out
 
 
-def sensitivity_table(summary: pd.DataFrame, metrics: pd.DataFrame, control: pd.DataFrame | None = None,
+def band_sensitivity(summary: pd.DataFrame, metrics: pd.DataFrame, control: pd.DataFrame | None = None,
                       control_metrics: pd.DataFrame | None = None, signals=FIGURE_SIGNALS,
                       scales=SENSITIVITY_SCALES, horizon: int = VERDICT_HORIZON) -> pd.DataFrame:
     """Recall against alarm rate as the alarm band is scaled (:data:`~geomcap.analysis.forecast.SENSITIVITY_SCALES`): per signal and

@@ -14,7 +14,7 @@ SIGNAL_COLORS = {"rankme": "C0", "rankme (any layer)": "C9", "rankme_centred": "
 
 def forecast_figure(sensitivity, random_curve, horizon: int):
     """Two panels, recall at ``horizon`` on the y axis of both, one line per signal through the band's scales
-    (``sensitivity``: :func:`geomcap.results.sensitivity_table`; the protocol's scale 1 drawn as a large
+    (``sensitivity``: :func:`geomcap.results.band_sensitivity`; the protocol's scale 1 drawn as a large
     marker): (a) against false alarms per 1,000 steps on the shuffled-answer controls, where nothing is
     learnt; (b) against alarms per 1,000 armed steps before acquisition on the real runs, beside the recall
     of random alarms at that rate (``random_curve``: :func:`geomcap.results.random_recall_curve`, dashed). A
