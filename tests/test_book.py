@@ -28,10 +28,6 @@ SCREENSHOTS = REPO / "_build" / "screenshots"
 #: a section page: a claim's notebook, and the results page that gathers them
 SECTION_PAGES = re.compile(r"^(notebooks/\d\d_[\w-]+|book/results)\.html$")
 
-#: section pages being rewritten (a forecasting section): their first-screen and code-width checks are
-#: switched off until the rewrite lands; take a page out of this set to check it
-BEING_REWRITTEN = {"notebooks/04_precursors.html", "notebooks/08_monitor.html"}
-
 #: the first screen a reader sees: a section's first figure starts within this many pixels of the page top
 FIRST_SCREEN_PX = 1200
 
@@ -282,12 +278,11 @@ def browsed(html, site):
                     if abs(shown - min(natural, style.BOOK_FIGURE_PX)) > 2:
                         reader_problems.append(f"{path}: a {natural} px figure shows {shown} px wide, not "
                                                f"{min(natural, style.BOOK_FIGURE_PX)}")
-                if path not in BEING_REWRITTEN:
-                    if reader["first"] is None or reader["first"] > FIRST_SCREEN_PX:
-                        reader_problems.append(f"{path}: first figure at {reader['first']} px, below the first "
-                                               f"screen ({FIRST_SCREEN_PX} px)")
-                    for line in reader["overflowing"]:
-                        reader_problems.append(f"{path}: a code line runs past its block: {line!r}")
+                if reader["first"] is None or reader["first"] > FIRST_SCREEN_PX:
+                    reader_problems.append(f"{path}: first figure at {reader['first']} px, below the first "
+                                           f"screen ({FIRST_SCREEN_PX} px)")
+                for line in reader["overflowing"]:
+                    reader_problems.append(f"{path}: a code line runs past its block: {line!r}")
                 page.set_viewport_size({"width": 1280, "height": FIRST_SCREEN_PX})  # the first screen, as shown
                 page.screenshot(path=str(SCREENSHOTS / (path.replace("/", "_").removesuffix(".html") + ".png")))
                 page.set_viewport_size({"width": 1280, "height": 900})

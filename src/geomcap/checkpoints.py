@@ -184,6 +184,19 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
                         progress=None) -> GeometryMonitor:
     """Per-layer RankMe of every checkpoint under ``root`` on ``prompts``; returns the monitor.
 
+    Before a checkpoint is loaded, its content digest
+    (:func:`geomcap.digests.revision_digest`) is recorded (``out/digests.json``);
+    one that holds the same weights as an earlier checkpoint is a duplicate: it
+    is not measured, and the duplicates are named in one
+    :class:`~geomcap.analysis.integrity.CopiedRevisionsWarning`.
+
+    The returned monitor's ``checkpoints`` is a dict: ``root``, ``position``,
+    ``scored`` (the number of checkpoints scored), ``skipped`` ({folder name: why}),
+    ``duplicates`` ({folder name: the earlier folder whose weights it holds}),
+    ``prompts`` (the number scored), ``prompts_left_out`` (longer than the
+    model's ``context`` positions) and ``context``; ``monitor.digests`` holds
+    the digests.
+
     Parameters
     ----------
     root : path
@@ -208,18 +221,6 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
         or because it holds an earlier checkpoint's weights), and once with the
         number of prompts left out.
 
-    Before a checkpoint is loaded, its content digest
-    (:func:`geomcap.digests.revision_digest`) is recorded (``out/digests.json``);
-    one that holds the same weights as an earlier checkpoint is a duplicate: it
-    is not measured, and the duplicates are named in one
-    :class:`~geomcap.analysis.integrity.CopiedRevisionsWarning`.
-
-    The returned monitor's ``checkpoints`` is a dict: ``root``, ``position``,
-    ``scored`` (the number of checkpoints scored), ``skipped`` ({folder name: why}),
-    ``duplicates`` ({folder name: the earlier folder whose weights it holds}),
-    ``prompts`` (the number scored), ``prompts_left_out`` (longer than the
-    model's ``context`` positions) and ``context``; ``monitor.digests`` holds
-    the digests.
     """
     from transformers import AutoTokenizer
 

@@ -61,7 +61,7 @@ RankMe, mean-energy share and probe accuracy, and the test loss) is watched by t
 :func:`geomcap.events.alarms`, the one the book scores as a forecast: an alarm is raised at the step where
 a departure from the series' course becomes certain, and the rule re-arms after it. Each alarm is in
 ``monitor.alarms`` (and ``monitor.events["alarms"]``), logged as one line that says what such an alarm was
-worth in this book's hard runs (:func:`geomcap.analysis.forecast.alarm_note`: the share followed by
+worth in this book's hard runs (:func:`geomcap.results.alarm_note`: the share followed by
 acquisition within the verdict's horizon), and sent as ``geometry/alarms/<measure>[/layer_<k>]`` (value +1
 above the course, -1 below) to the writer and the Trainer's log.
 """

@@ -127,7 +127,7 @@ class StepCost:
     training step (at any sequence length, or, with ``line``, at the length :func:`step_seconds` is given),
     ``per_checkpoint_s`` seconds per checkpoint (evaluation and writing), ``source`` where they were measured.
     ``line``: {"intercept_s", "per_token_s"}, seconds per step as a line in the sequence length
-    (``geomcap bench --parts scale``: :func:`geomcap.bench.scale.fit_seconds`)."""
+    (``geomcap bench --parts scale``: ``geomcap.bench.scale.fit_seconds``)."""
     per_step_s: float
     per_checkpoint_s: float
     source: str

@@ -97,7 +97,7 @@ def claims_by_size_figure(table, statistics=None):
     panel per statistic (``table``: :func:`geomcap.results.claims_by_size`; ``statistics``: the (claim,
     statistic) pairs to draw, default every one present): the real runs as a line with their 95% intervals
     over settings, the negative controls beside them as open markers, the paper's figure dashed where it
-    states one (:func:`paper_scale_value`); each point's preset named on the x axis."""
+    states one (``paper_scale_value``, from the paper's figures in :data:`geomcap.paper.CLAIMS`); each point's preset named on the x axis."""
     from geomcap.plots.style import ARM_COLORS, paper_line, panels
 
     set_style()
