@@ -246,7 +246,8 @@ def select_positions(h: torch.Tensor, position, attention_mask=None) -> torch.Te
 
 def confirmed_collapse(steps, values, window: int = events.COLLAPSE_WINDOW) -> dict:
     """The events of a RankMe series so far that are certain ({field: value}, fields of
-    :data:`FLOOR_FIELDS` and :data:`RECOVERY_FIELDS`; None where not yet certain).
+    ``FLOOR_FIELDS`` and ``RECOVERY_FIELDS``: the fields of :data:`EVENT_FIELDS` but ``layer``; None where not yet
+    certain).
 
     The single place where streamed events are decided: the protocol's
     :func:`geomcap.events.confirmed_events` on the prefix.
