@@ -242,7 +242,8 @@ def _steps(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"--steps: {text.strip()!r} is not an integer") from None
+        reason = f"{text.strip()!r} is not an integer"
+        raise SettingError("steps", reason, f"--steps: {reason}") from None
     return SETTINGS["steps"].check(value)
 
 

@@ -1,4 +1,12 @@
-"""Notebook parameters: checked at once, each bad one reported in one line naming it.
+"""The parameters a person types, one schema row each: the notebooks' parameters, the sweep's grid axes and the
+Pythia commands' options (:data:`PARAMETERS`), and the notebooks' own parameters of a generic kind (:data:`KINDS`).
+
+A row is a :class:`geomcap.schema.Param`, as a training setting is (:data:`geomcap.config.SETTINGS`), and
+reuses the training rows where a parameter holds training settings: a notebook's ``tasks`` and ``geomcap sweep
+--tasks`` are each a selection of ``TrainConfig.task`` values, ``seeds`` of ``TrainConfig.seed`` values. Every
+entry point checks a value through its row (:meth:`geomcap.schema.Param.read`) and words the row's one-line
+reason its own way: "parameter NAME: REASON" in a notebook (:class:`ParameterError`), "--NAME: REASON" on the
+command line.
 
 Every section notebook declares its parameters in a cell tagged ``parameters``
 whose first line is ``# parameters``; papermill (``-p name value``) injects
@@ -12,13 +20,9 @@ which
 
 * refuses a name papermill injected that the notebook does not declare
   (papermill itself only warns, then runs the defaults);
-* checks every declared parameter by its name (:data:`KINDS`) and writes
-  the normalised value back: a list parameter also takes a comma-separated
-  string (``-p tasks "mod,sort"``) or a list literal (``-p seeds "[0, 1]"``),
-  a flag must be True or False, a number a number. The values are checked by
-  the parameter schema (:mod:`geomcap.schema`), the training settings' rows where a
-  parameter is one (a notebook's ``seeds`` as ``TrainConfig.seed``, its
-  ``tasks`` as ``TrainConfig.task``, its ``steps`` as ``TrainConfig.steps``).
+* checks every declared parameter through its row (:func:`check_value`) and writes the normalised value
+  back: a selection also takes a comma-separated string (``-p tasks "mod,sort"``) or a list literal
+  (``-p seeds "[0, 1]"``), a flag must be True or False, a number a number.
 
 A bad parameter raises :class:`ParameterError`, shown by Jupyter as its one
 line (no traceback: the error is the user's value, not the code). In a kernel
@@ -30,40 +34,81 @@ from __future__ import annotations
 
 import ast
 import sys
-from functools import cache
+from dataclasses import replace
 
-from geomcap.schema import Param, SettingError
+import numpy as np
 
-#: what each notebook parameter holds: "names" (a value, a list, a comma-separated string, or "all");
-#: "tasks", "levels", "sizes", "seeds" (the same, each value a TrainConfig task, level, size or seed);
-#: "flag" (True or False), "fraction" (a number in (0, 1]), "count" (a non-negative integer), "number"
-#: (a non-negative real), "text" (a string; its values are checked where it is used), "preset" (one model
-#: preset), "choice" (one string, checked where it is used), "selection" (a keyword string such as "all" or
-#: "every:K", or a list), "layers" ("final", "all", or a list of layer indices), "steps" (a positive int
-#: for every level, normalised to its text, or per level as "easy:2000,medium:4000,hard:8000")
-KINDS = {
-    "tasks": "tasks", "levels": "levels", "sizes": "sizes", "benchmarks": "names", "seeds": "seeds",
-    "recompute": "flag", "delete_downloads": "flag",
-    "fraction": "fraction",
-    "small": "preset", "large": "preset",
-    "measure": "choice", "timing": "choice", "model": "choice", "device": "choice",
-    "steps": "steps", "root": "text", "revisions": "selection", "layers": "layers",
-}
+from geomcap import diagnostics, measures
+from geomcap.analysis.pythia_revisions import revision_spec
+from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, SETTINGS, parse_steps
+from geomcap.schema import Param, SettingError, as_list  # noqa: F401 (parameters.as_list: the notebooks' reading)
 
 
-@cache
-def kind_rows() -> dict[str, tuple[Param, bool]]:
-    """The schema row each kind checks its values with, and whether it takes a list (or "all"): the
-    training settings' rows for tasks, levels, sizes, seeds and presets (:data:`geomcap.config.SETTINGS`)."""
-    from geomcap.config import SETTINGS
+def level_steps(value) -> str:
+    """The ``steps`` of a selection's runs as text: an int for every level (given back as its text), or per
+    level as ``"easy:2000,medium:4000,hard:8000"`` (``=`` for ``:`` too); each level and number checked as
+    ``TrainConfig.level`` and ``TrainConfig.steps`` are (:func:`geomcap.config.parse_steps`)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        try:
+            return str(SETTINGS["steps"].check(value))
+        except SettingError:
+            raise SettingError("steps", f"must be a positive integer, or per level as '{DEFAULT_LEVEL_STEPS_TEXT}', "
+                                        f"got {value!r}") from None
+    if not isinstance(value, str):
+        raise SettingError("steps", f"must be a string, got {value!r}")
+    parse_steps(value)
+    return value
 
-    text = Param("text", str)
-    return {"names": (text, True), "tasks": (SETTINGS["task"], True), "levels": (SETTINGS["level"], True),
-            "sizes": (SETTINGS["size"], True), "seeds": (SETTINGS["seed"], True), "preset": (SETTINGS["size"], False),
-            "flag": (Param("flag", bool), False), "fraction": (Param("fraction", float, interval="(0, 1]"), False),
-            "count": (Param("count", int, interval="[0, inf)"), False),
-            "number": (Param("number", float, interval="[0, inf)"), False),
-            "text": (text, False), "choice": (text, False)}
+
+def _selection(name: str, setting: Param, default, every: str, help: str) -> Param:
+    """A selection of a training setting's values (``tasks``: of ``TrainConfig.task``), checked by its row."""
+    return Param(name, list, default, interval=setting.interval, choices=setting.choices, item=setting.type,
+                 every=every, help=help)
+
+
+#: every parameter a person types outside ``geomcap train``'s options, by name; a notebook's parameter and a
+#: command's option of the same name are the same row (the defaults are the command's: each notebook sets its own)
+PARAMETERS = {row.name: row for row in [
+    # a selection of runs: the notebooks' parameters, and the grid axes of ``geomcap sweep``
+    _selection("tasks", SETTINGS["task"], "all", "every task", "tasks, comma-separated, or all"),
+    _selection("levels", SETTINGS["level"], "all", "every level", "levels, comma-separated, or all"),
+    _selection("sizes", SETTINGS["size"], ["405k"], "every preset (reading: every size stored)",
+               "model presets, comma-separated"),
+    _selection("seeds", SETTINGS["seed"], [0], "every seed stored (reading only)", "seeds, comma-separated"),
+    Param("steps", str, DEFAULT_LEVEL_STEPS_TEXT, convert=level_steps,
+          help="steps, or per level: easy=1000,medium=3000,hard=6000"),
+    Param("recompute", bool, False, help="train the selection's missing runs first"),
+    Param("root", str, "", help='run store ("": the committed runs)'),
+    Param("measure", str, "rankme", choices=measures.RANKME_VARIANTS, help="the RankMe variant read"),
+    replace(SETTINGS["size"], name="small", default="405k", help="the proxy preset"),
+    replace(SETTINGS["size"], name="large", default="1.3m", help="the preset the proxy should predict"),
+    Param("timing", str, "rankme_transition_step", help="the step whose order the proxy should predict"),
+    # Pythia (notebook 06, ``geomcap pythia run`` and ``show``)
+    Param("model", str, "standin", help="standin, a Pythia hub name or a local checkpoint root"),
+    Param("revisions", list, "all", convert=revision_spec,
+          help="all, log (step 0 then doubling), every:K, or revisions such as step0,step1000"),
+    Param("benchmarks", list, "all", choices=tuple(diagnostics.BENCHMARKS), every="every benchmark",
+          help="benchmarks, comma-separated, or all"),
+    Param("layers", list, "final", item=int, interval="[0, inf)", every="every recorded layer", words=("final",),
+          help="final, all, or layer indices, comma-separated (0: the embeddings)"),
+    Param("device", str, "auto", help="auto (cuda when present), cpu or cuda"),
+    Param("delete_downloads", bool, False, help="remove each hub revision once its metrics are stored"),
+]}
+
+#: the rows of a notebook's own parameters, by kind (``parameters.check(globals(), kinds={"p": "count"})``)
+KINDS = {"flag": Param("flag", bool), "text": Param("text", str),
+         "fraction": Param("fraction", float, interval="(0, 1]"),
+         "count": Param("count", int, interval="[0, inf)"), "positive": Param("positive", int, interval="[1, inf)"),
+         "number": Param("number", float, interval="[0, inf)")}
+
+
+def row(name: str, kind: str | None = None) -> Param:
+    """The row that checks the parameter ``name``: its kind's (a :data:`KINDS` key, or another parameter's
+    name), else its own (:data:`PARAMETERS`), else text."""
+    key = kind or name
+    if kind is not None and key not in KINDS and key not in PARAMETERS:
+        raise ValueError(f"unknown parameter kind {kind!r}")
+    return replace(KINDS.get(key) or PARAMETERS.get(key) or KINDS["text"], name=name)
 
 
 class ParameterError(ValueError):
@@ -89,92 +134,22 @@ def _in_kernel() -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
-def as_list(value) -> list:
-    """A list parameter's value as a list: a list or tuple as is; a string "[a, b]" read as a
-    Python literal; "a,b" split on commas; any other single value in a list of one."""
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("[") and text.endswith("]"):
-            try:
-                parsed = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                parsed = [w.strip().strip("'\"") for w in text[1:-1].split(",")]
-            return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
-        if "," in text:
-            return [w.strip() for w in text.split(",") if w.strip()]
-        return [text]
-    return [value]
-
-
-def _checked(name: str, param: Param, value):
-    """One value through its schema row (a number may come as text); ParameterError naming the parameter."""
-    if isinstance(value, str) and param.type in (int, float):
-        try:
-            value = param.parse(value.strip())
-        except ValueError:
-            pass  # the check names the text
+def check_value(name: str, value, kind: str | None = None):
+    """``value`` of the parameter ``name`` through its row (:func:`row`), normalised; ParameterError naming
+    the parameter if it is bad."""
     try:
-        return param.check(value)
+        return row(name, kind).read(value)
     except SettingError as exc:
         raise ParameterError(f"parameter {name}: {exc.reason}") from None
-
-
-def check_value(name: str, value, kind: str | None = None):
-    """``value`` of the parameter ``name`` normalised by its kind (:data:`KINDS`); ParameterError if bad."""
-    kind = kind or KINDS.get(name, "text")
-    if kind in kind_rows():
-        param, many = kind_rows()[kind]
-        if not many:
-            return _checked(name, param, value)
-        if isinstance(value, str) and value.strip() == "all":
-            return "all"
-        values = as_list(value)
-        if not values:
-            raise ParameterError(f"parameter {name}: empty selection")
-        if param.type is str and any(not isinstance(v, str) or not v.strip() for v in values):
-            raise ParameterError(f"parameter {name}: expected a name, a list of names, comma-separated names "
-                                 f"or 'all', got {value!r}")
-        return [_checked(name, param, v.strip() if isinstance(v, str) else v) for v in values]
-    if kind in ("selection", "layers"):
-        if isinstance(value, str) and not ("," in value or value.strip().startswith("[")) \
-                and (kind == "selection" or value in ("final", "all")):
-            return value
-        values = as_list(value)
-        if kind == "layers":
-            try:
-                values = [int(v) for v in values if not isinstance(v, bool)] if values else []
-            except (TypeError, ValueError):
-                values = []
-            if not values or any(v < 0 for v in values):
-                raise ParameterError(f"parameter {name}: {value!r}: expected 'final', 'all' or layer indices")
-        return values
-    if kind == "steps":  # an int means every level, a string per level; each number a TrainConfig's steps
-        from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, SETTINGS, parse_steps
-
-        if isinstance(value, int) and not isinstance(value, bool):
-            try:
-                return str(SETTINGS["steps"].check(value))
-            except SettingError:
-                raise ParameterError(f"parameter {name}: must be a positive integer, or per level as "
-                                     f"'{DEFAULT_LEVEL_STEPS_TEXT}', got {value!r}") from None
-        if not isinstance(value, str):
-            raise ParameterError(f"parameter {name}: must be a string, got {value!r}")
-        try:
-            parse_steps(value)
-        except SettingError as exc:  # the reason alone: the parameter is named here
-            raise ParameterError(f"parameter {name}: {exc.reason}") from None
-        except ValueError as exc:
-            raise ParameterError(f"parameter {name}: {str(exc).removeprefix('--steps: ')}") from None
-        return value
-    raise ValueError(f"unknown parameter kind {kind!r}")
 
 
 def check_choice(name: str, value, allowed) -> str:
     """One value of ``allowed`` (not a list, not 'all'), checked as a schema row with these choices;
     ParameterError naming the parameter otherwise."""
-    return _checked(name, Param(name, str, choices=tuple(allowed)), value)
+    try:
+        return Param(name, str, choices=tuple(allowed)).read(value)
+    except SettingError as exc:
+        raise ParameterError(f"parameter {name}: {exc.reason}") from None
 
 
 def _executed_cells() -> list[str]:
@@ -213,12 +188,13 @@ def declared_and_given(cells) -> tuple[list[str], list[str]]:
 def check(namespace: dict, cells=None, kinds: dict | None = None) -> None:
     """Check a notebook's parameters in ``namespace`` (its ``globals()``) and write back the normalised
     values. ``cells``: the executed cell sources (default: the running kernel's history); ``kinds``:
-    the kinds of this notebook's own parameters (name -> a kind: of :data:`KINDS`, or :func:`kind_rows`'s)."""
+    the kinds of this notebook's own parameters (name -> a :data:`KINDS` key, or the name of the
+    :data:`PARAMETERS` row that checks it)."""
     declared, given = declared_and_given(_executed_cells() if cells is None else cells)
     unknown = [name for name in given if name not in declared]
     if unknown:
         raise ParameterError(f"parameter {unknown[0]}: unknown; this notebook's parameters are: "
                              f"{', '.join(declared)}")
-    for name in declared or [n for n in KINDS if n in namespace]:
+    for name in declared or [n for n in PARAMETERS if n in namespace]:
         if name in namespace:
             namespace[name] = check_value(name, namespace[name], (kinds or {}).get(name))

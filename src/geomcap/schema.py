@@ -3,9 +3,12 @@
 A setting is a :class:`Param`, one row of a declarative table, as scikit-learn's
 ``utils/_param_validation`` declares an estimator's constraints:
 
-* ``type`` -- int, float, bool, str, tuple (of ``item`` values) or dict;
+* ``type`` -- int, float, bool, str, tuple (of ``item`` values), dict, or list: a selection, one value or
+  several (a list, comma-separated text or a list literal), each an ``item`` checked by ``interval`` or
+  ``choices``, or ``"all"`` where ``every`` says what it means, or one of the ``words`` taken as it is
+  (a notebook's ``layers``: ``"final"``);
 * ``interval`` -- the range of a number, written as in mathematics (``"[0, 1)"``, ``"(0, inf)"``), or
-  ``choices`` -- the values a string may take;
+  ``choices`` -- the values a string (or a number without a range) may take;
 * ``default`` -- :data:`REQUIRED` when there is none;
 * ``none`` -- where ``None`` is allowed, what it means (``grad_clip``: no clipping); None: not allowed;
 * ``help`` -- one line for ``--help`` and the API page;
@@ -13,17 +16,20 @@ A setting is a :class:`Param`, one row of a declarative table, as scikit-learn's
   paper leaves unstated, the controls; not the grid's own axes, which have their own options).
 
 The tables: :class:`geomcap.config.TrainConfig`'s fields, each declared with :func:`setting` and collected
-by :func:`table` (:data:`geomcap.config.SETTINGS`), and the notebooks' parameters
-(``geomcap.parameters``, which reuses the training rows: a notebook's ``seeds`` are checked as
-``TrainConfig.seed`` is). One check reads them all: :meth:`Param.check` (a value, from Python) and
-:meth:`Param.parse` (text, from ``geomcap train --OPTION``, ``geomcap sweep --set`` or papermill's ``-p``).
-A bad value raises :class:`SettingError`: a ValueError of one line naming the setting, the value and
-what it may be.
+by :func:`table` (:data:`geomcap.config.SETTINGS`), and every other parameter a person types
+(``geomcap.parameters``: the notebooks' parameters, the sweep's grid axes, the Pythia commands' options and
+the stand-in's build, reusing the training rows: a notebook's ``seeds`` are checked as ``TrainConfig.seed``
+is). One check reads them all: :meth:`Param.check` (a value, from Python), :meth:`Param.parse` (text, from
+``geomcap train --OPTION`` or ``geomcap sweep --set``) and :meth:`Param.read` (a value as a person typed it:
+a command line's text, papermill's ``-p``). A bad value raises :class:`SettingError`: a ValueError of one
+line naming the setting, the value and what it may be; its ``reason`` is the same line without the name,
+which the notebooks write as "parameter NAME: REASON" and the command as "--NAME: REASON".
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Callable
@@ -89,6 +95,8 @@ class Param:
     length: int | None = None
     convert: Callable | None = None
     sweep_settable: bool = False
+    every: str | None = None
+    words: tuple = ()
 
     @property
     def required(self) -> bool:
@@ -99,8 +107,19 @@ class Param:
         """``value`` normalised (a float setting's int as a float), or :class:`SettingError`."""
         if value is None and self.none is not None:
             return None
+        if self.convert is not None:
+            return self.convert(value)
+        if self.type is list:
+            return self._check_selection(value)
         if self.type in (int, float):
-            return check_number(self.name, value, self.type, self.interval)
+            if self.interval is None:  # a number out of a list of choices
+                if isinstance(value, bool) or value not in self.choices:
+                    raise self._unknown(value)
+                return self.type(value)
+            number = check_number(self.name, value, self.type, self.interval)
+            if self.choices is not None and number not in self.choices:
+                raise self._unknown(value)
+            return number
         if self.type is bool:
             if not isinstance(value, bool):
                 raise SettingError(self.name, f"must be True or False, got {value!r}")
@@ -109,18 +128,70 @@ class Param:
             if not isinstance(value, str):
                 raise SettingError(self.name, f"must be a string, got {value!r}")
             if self.choices is not None and value not in self.choices:
-                allowed = ", ".join((["none"] if self.none is not None else []) + list(self.choices))
-                raise SettingError(self.name, f"unknown value {value!r}; choose one of: {allowed}",
-                                   f"unknown {self.name} {value!r}; choose one of: {allowed}")
+                raise self._unknown(value)
             return value
-        return self.convert(value) if self.convert is not None else value
+        return value
+
+    def _unknown(self, value) -> SettingError:
+        allowed = ", ".join(map(str, (["none"] if self.none is not None else []) + list(self.choices)))
+        return SettingError(self.name, f"unknown value {value!r}; choose one of: {allowed}",
+                            f"unknown {self.name} {value!r}; choose one of: {allowed}")
+
+    def keywords(self) -> tuple[str, ...]:
+        """The texts a selection takes as they are: ``"all"`` where it has a meaning, and ``words``."""
+        return tuple(self.words) + (("all",) if self.every is not None else ())
+
+    def _check_selection(self, value) -> list | str:
+        """A selection: one of :meth:`keywords` as it is, else the list of its items, each checked (text
+        read as a number where the items are numbers); SettingError for an empty one or a bad item."""
+        if isinstance(value, str) and value.strip() in self.keywords():
+            return value.strip()
+        alternatives = f" (or {' or '.join(map(repr, self.keywords()))})" if self.keywords() else ""
+        items = [v.strip() if isinstance(v, str) else v for v in as_list(value)]
+        items = [v for v in items if not (isinstance(v, str) and not v)]
+        if not items:
+            reason = "empty selection: name one or more values, comma-separated" + alternatives
+            raise SettingError(self.name, reason, f"{self.name}: {reason}")
+        row = Param(self.name, self.item, interval=self.interval, choices=self.choices)
+        checked = []
+        for item in items:
+            if isinstance(item, str) and self.item is not str:
+                try:
+                    item = row.parse(item)
+                except ValueError:
+                    pass  # the check names the text
+            try:
+                checked.append(row.check(item))
+            except SettingError as exc:  # where the item is text, one of the words may have been meant
+                reason = exc.reason + (alternatives if isinstance(item, str) else "")
+                raise SettingError(self.name, reason, f"{self.name}: {reason}") from None
+        return checked
+
+    def read(self, value):
+        """A value as a person typed it, checked (:meth:`check`): text where the row wants a number, a flag
+        or ``none`` is read first (:meth:`parse`: a command line's ``0.5``, papermill's ``-p x 0.5`` given as a
+        string), text it cannot read is checked as it is (the check names it)."""
+        if isinstance(value, str) and self.type is not list:
+            try:
+                value = self.parse(value if self.type is str else value.strip())
+            except (ValueError, argparse.ArgumentTypeError):
+                pass
+        return self.check(value)
+
+    def chosen(self, value) -> list | str:
+        """A selection checked (:meth:`read`), its ``"all"`` given as the choices where the row has them."""
+        value = self.read(value)
+        return list(self.choices) if value == "all" and self.choices is not None else value
 
     def parse(self, text: str):
         """The value a command line's ``text`` gives (not yet checked: :meth:`check` does that): ``none`` where
         None is allowed, ``true``/``false`` for a flag, comma-separated items for a tuple, ``KEY=VALUE,...``
-        for a dict. ValueError when the text is not of the type."""
+        for a dict; a selection's text as it is (its check reads it). ValueError when the text is not of the
+        type."""
         if self.none is not None and text == "none":
             return None
+        if self.type is list:
+            return text
         if self.type is bool:
             if text.lower() not in ("true", "false"):
                 raise ValueError(text)
@@ -139,7 +210,7 @@ class Param:
         def parse(text: str):
             return self.parse(text)
 
-        parse.__name__ = ("pair" if self.length == 2 else "list") if self.type is tuple else self.type.__name__
+        parse.__name__ = ("pair" if self.length == 2 else "list") if self.type in (tuple, list) else self.type.__name__
         return parse
 
     def default_text(self) -> str:
@@ -148,12 +219,31 @@ class Param:
             return self.none
         if self.default == ():
             return "none"
-        return ",".join(map(str, self.default)) if isinstance(self.default, tuple) else str(self.default)
+        return ",".join(map(str, self.default)) if isinstance(self.default, (tuple, list)) else str(self.default)
 
     def describe(self) -> str:
         """``help``, the choices, then the default (or that the setting is required)."""
         choices = f" (one of: {', '.join(self.choices)})" if self.choices is not None else ""
         return self.help + choices + (" (required)" if self.required else f"; default {self.default_text()}")
+
+
+def as_list(value) -> list:
+    """A selection's value as a list: a list or tuple as is; a string "[a, b]" read as a Python literal;
+    "a,b" split on commas; any other single value in a list of one."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):
+            try:
+                parsed = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                parsed = [w.strip().strip("'\"") for w in text[1:-1].split(",")]
+            return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
+        if "," in text:
+            return [w.strip() for w in text.split(",") if w.strip()]
+        return [text]
+    return [value]
 
 
 def parse_mapping(text: str, option: str) -> dict:

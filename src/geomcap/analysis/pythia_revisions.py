@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from geomcap.schema import SettingError, as_list
+
 #: Pythia's 154 checkpoints: step0, the log-spaced step1 .. step512, then every 1000 steps to 143000
 SCHEDULE_STEPS = (0,) + tuple(2 ** k for k in range(10)) + tuple(range(1000, 143_001, 1000))
 REVISIONS = tuple(f"step{s}" for s in SCHEDULE_STEPS)
@@ -99,8 +101,32 @@ def _log_spaced(steps: list[int]) -> list[int]:
     return kept
 
 
+def revision_spec(spec) -> str | list[str]:
+    """A revisions specification checked for its form, before any model is asked what it holds (the check of
+    the ``revisions`` parameter, notebook and command alike): ``"all"``, ``"log"`` or ``"every:K"`` as they
+    are, else revision names (a list, or comma-separated: ``"step0,step1000"``; ``1000`` for ``step1000``).
+    :class:`~geomcap.schema.SettingError` naming ``revisions`` otherwise."""
+    def refused(reason):
+        return SettingError("revisions", reason, f"revisions: {reason}")
+
+    if isinstance(spec, str) and spec.strip() in ("all", "log"):
+        return spec.strip()
+    if isinstance(spec, str) and spec.strip().startswith("every:"):
+        k = spec.strip()[len("every:"):]
+        if not k.isdigit() or int(k) < 1:
+            raise refused(f"every:K needs a positive integer K, got {spec!r}")
+        return spec.strip()
+    names = [r for r in as_list(spec) if not (isinstance(r, str) and not r.strip())]
+    if not names:
+        raise refused("empty selection")
+    try:
+        return [revision_name(r) for r in names]
+    except ValueError as exc:
+        raise refused(f"{exc}; or use all, log, every:K") from None
+
+
 def select_revisions(spec, available) -> list[str]:
-    """Revision names from a specification, in step order.
+    """Revision names from a specification (:func:`revision_spec`), in step order.
 
     spec: ``"all"``; ``"log"`` (step 0, then each revision at least twice the
     previous one's step, then the last: 19 of Pythia's 154); ``"every:K"``
@@ -111,26 +137,18 @@ def select_revisions(spec, available) -> list[str]:
     when it is loaded) unless ``available`` is the hub schedule, where such a
     name is a mistake: ValueError.
     """
+    spec = revision_spec(spec)
     available = sorted(available, key=revision_step)
     steps = [revision_step(r) for r in available]
-    if isinstance(spec, str) and spec.strip() == "all":
+    if spec == "all":
         return list(available)
-    if isinstance(spec, str) and spec.strip() == "log":
+    if spec == "log":
         return [f"step{s}" for s in _log_spaced(steps)]
-    if isinstance(spec, str) and spec.strip().startswith("every:"):
-        text = spec.strip()[len("every:"):]
-        if not text.isdigit() or int(text) < 1:
-            raise ValueError(f"revisions: every:K needs a positive integer K, got {spec!r}")
-        k = int(text)
+    if isinstance(spec, str):  # every:K
+        k = int(spec[len("every:"):])
         chosen = [s for s in steps if s < k or s % k == 0] + steps[-1:]
         return [f"step{s}" for s in sorted(set(chosen))]
-    names = [r for r in spec.split(",") if r.strip()] if isinstance(spec, str) else list(spec)
-    if not names:
-        raise ValueError("revisions: empty selection")
-    try:
-        chosen = sorted({revision_name(r) for r in names}, key=revision_step)
-    except ValueError as exc:
-        raise ValueError(f"revisions: {exc}; or use all, log, every:K") from None
+    chosen = sorted(set(spec), key=revision_step)
     if list(available) == list(REVISIONS):
         outside = [r for r in chosen if r not in REVISIONS]
         if outside:

@@ -63,8 +63,8 @@ from __future__ import annotations
 
 from geomcap.analysis.pythia_revisions import (HUB_NAME, REVISIONS, SCHEDULE_STEPS, SIZES, STANDIN_FILE, STANDIN_NAME,
                                                TOKENS_PER_STEP, available_revisions, check_model, local_revisions,
-                                               model_label, revision_name, revision_step, select_revisions,
-                                               standin_info)
+                                               model_label, revision_name, revision_spec, revision_step,
+                                               select_revisions, standin_info)
 from geomcap.analysis.pythia_runs import (CPU_FORWARD_SECONDS, check_benchmarks, check_section, committed_runs_root,
                                           cost_estimate, describe, load_benchmark_runs, model_runs, section_root,
                                           select_metrics, timing_table)
@@ -80,7 +80,7 @@ __all__ = [
     # names and schedule, sources (geomcap.analysis.pythia_revisions)
     "SCHEDULE_STEPS", "REVISIONS", "TOKENS_PER_STEP", "SIZES", "STANDIN_NAME", "RevisionUnavailable",
     "revision_step", "revision_name", "check_model", "model_label", "local_revisions", "available_revisions",
-    "select_revisions", "standin_info",
+    "revision_spec", "select_revisions", "standin_info",
     # loading
     "load_tokenizer", "load_revision", "load_pretrained", "default_dtype", "delete_cached_revision",
     "revision_folder", "hub_record",
