@@ -48,12 +48,30 @@ def test_metrics_and_summary(store_root):
 
 
 def test_parameter_checks():
-    assert results.check_choices("tasks", "all", ["a", "b"]) == ["a", "b"]
-    assert results.check_choices("tasks", "a", ["a", "b"]) == ["a"]
-    with pytest.raises(ValueError, match="parameter tasks: unknown value 'c'"):
-        results.check_choices("tasks", ["a", "c"], ["a", "b"])
-    with pytest.raises(ValueError, match="parameter steps: must be a positive integer"):
+    """A notebook's selection, its layers and its positive integers go through the parameter rows: the same
+    line as the notebook's own check of its parameters (parameters.check) for the same value."""
+    from geomcap import parameters
+    from geomcap.analysis.selection import check_layers, section_selection
+    from geomcap.tasks import TASKS
+
+    assert section_selection("all", "easy,hard", ("405k",), "all") == (list(TASKS), ["easy", "hard"], ["405k"], "all")
+    assert section_selection("mod", "hard", "1.3m", 2) == (["mod"], ["hard"], ["1.3m"], [2])
+    for name, value in (("tasks", ["copy", "chess"]), ("sizes", "7b"), ("seeds", [-1]), ("levels", "")):
+        selection = {"tasks": "all", "levels": "all", "sizes": "all", "seeds": "all", name: value}
+        with pytest.raises(parameters.ParameterError) as from_the_selection:
+            section_selection(**selection)
+        with pytest.raises(parameters.ParameterError) as from_the_notebook:
+            parameters.check({name: value}, cells=["", f"# parameters\n{name} = 'all'\n"])
+        assert str(from_the_selection.value) == str(from_the_notebook.value)
+        assert str(from_the_selection.value).startswith(f"parameter {name}: ") and "\n" not in str(from_the_notebook.value)
+    with pytest.raises(ValueError, match="parameter steps: must be a positive integer, got -5"):
         results.check_positive_int("steps", -5)
+    assert check_layers("final", [0, 2, 1]) == [2] and check_layers("all", [1, 0]) == [0, 1]
+    assert check_layers("2,0", range(3)) == [0, 2] and check_layers(1, range(3)) == [1]
+    with pytest.raises(parameters.ParameterError, match="^parameter layers: unknown value 3; choose one of: 0, 1, 2$"):
+        check_layers([0, 3], range(3))
+    with pytest.raises(parameters.ParameterError, match="^parameter layers: must be a non-negative integer, got 'deep'"):
+        check_layers("deep", range(3))
 
 
 def _synthetic_metrics(run, task, size, steps, values, n_layers=3):

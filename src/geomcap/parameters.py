@@ -143,6 +143,15 @@ def check_value(name: str, value, kind: str | None = None):
         raise ParameterError(f"parameter {name}: {exc.reason}") from None
 
 
+def check_selection(name: str, value):
+    """A selection parameter (``tasks``, ``benchmarks``, ...) through its row, its "all" given as the
+    row's choices where it has them (:meth:`geomcap.schema.Param.chosen`); ParameterError naming it."""
+    try:
+        return PARAMETERS[name].chosen(value)
+    except SettingError as exc:
+        raise ParameterError(f"parameter {name}: {exc.reason}") from None
+
+
 def check_choice(name: str, value, allowed) -> str:
     """One value of ``allowed`` (not a list, not 'all'), checked as a schema row with these choices;
     ParameterError naming the parameter otherwise."""

@@ -24,7 +24,7 @@ from geomcap.analysis.protocol import (
 from geomcap.analysis.runs import (
     CONTROLS, load_arms, load_metrics, load_runs, one_run_per_setting, run_index)
 from geomcap.analysis.selection import (
-    check_choices, check_positive_int, section_stores)
+    check_positive_int, section_stores)
 from geomcap.sections import (
     section_grid, section_runs)
 from geomcap.analysis.acquisition import (
@@ -84,7 +84,7 @@ __all__ = [
     "SUBSET_SCORING_COLUMNS", "subset_scoring_table", "subset_scoring_summary", "run_test_size", "subsampled_acquisition",
     "COSTLY_HEALTH_COLUMNS", "costly_health_table", "costly_resolution_text", "summary_row", "chance_for",
     "majority_first_token_for", "run_chance", "run_majority_rate", "summary_cache", "summary_table",
-    "check_choices", "check_positive_int", "RANKME_VARIANTS", "section_grid", "section_stores",
+    "check_positive_int", "RANKME_VARIANTS", "section_grid", "section_stores",
     "section_runs", "sensitivity_table", "training_setting", "setting_runs", "setting_table",
     "setting_claims", "setting_by_task", "collapse_table", "not_acquired_table", "top_down_table",
     "TOP_DOWN_SERIES", "top_down_by_series", "PROBE_MARGIN", "probe_table", "probe_by_task", "C5_MEASURES",

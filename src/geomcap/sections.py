@@ -23,7 +23,7 @@ def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=N
     tasks, levels, sizes, seeds = section_selection(tasks, levels, sizes, seeds)
     if seeds == "all":
         raise ParameterError("parameter seeds: give explicit seeds with recompute=True")
-    steps_by_level = parse_steps(check_value("steps", DEFAULT_LEVEL_STEPS_TEXT if steps is None else steps, "steps"))
+    steps_by_level = parse_steps(check_value("steps", DEFAULT_LEVEL_STEPS_TEXT if steps is None else steps))
     return grid(tasks=tasks, levels=levels, sizes=sizes, seeds=seeds, steps=steps_by_level)
 
 

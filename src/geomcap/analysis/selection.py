@@ -5,56 +5,30 @@ training side (:func:`geomcap.results.section_grid`) and passed in; a notebook c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from geomcap import store
 from geomcap.analysis.protocol import RUN_KEYS
 from geomcap.analysis.runs import load_runs
-from geomcap.parameters import ParameterError, as_list
-from geomcap.presets import ALL_PRESETS
-from geomcap.tasks import LEVELS, TASKS
-
-
-def check_choices(name: str, values, allowed) -> list:
-    """Validate a notebook parameter: a value or list of values, each in ``allowed`` ('all' = every one).
-
-    Raises ValueError with one line naming the parameter, the bad value and the choices.
-    """
-    if isinstance(values, str):
-        values = list(allowed) if values == "all" else as_list(values)  # also "a,b" and "['a', 'b']"
-    values = list(values)
-    for value in values:
-        if value not in allowed:
-            raise ParameterError(f"parameter {name}: unknown value {value!r}; choose from: "
-                             f"{', '.join(map(str, allowed))} (or 'all')")
-    if not values:
-        raise ParameterError(f"parameter {name}: empty selection")
-    return values
+from geomcap.parameters import PARAMETERS, ParameterError, check_selection, check_value
+from geomcap.schema import SettingError
 
 
 def check_positive_int(name: str, value) -> int:
-    """``value`` as an int when it is a positive integer, else ParameterError naming the parameter ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ParameterError(f"parameter {name}: must be a positive integer, got {value!r}")
-    return int(value)
+    """``value`` as an int when it is a positive integer (the ``positive`` row of
+    ``geomcap.parameters.KINDS``), else ParameterError naming the parameter ``name``."""
+    return check_value(name, value, "positive")
 
 
 def section_selection(tasks, levels, sizes, seeds) -> tuple[list, list, list, list | str]:
-    """A notebook's tasks, levels, sizes and seeds, validated (ParameterError naming the parameter)."""
-    tasks = check_choices("tasks", tasks, TASKS)
-    levels = check_choices("levels", levels, LEVELS)
-    sizes = check_choices("sizes", sizes, tuple(ALL_PRESETS))
-    if isinstance(seeds, str) and seeds != "all":
-        raise ParameterError(f"parameter seeds: expected an int, a list of ints or 'all', got {seeds!r}")
-    if not isinstance(seeds, str):
-        seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
-        for seed in seeds:
-            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-                raise ParameterError(f"parameter seeds: {seed!r} is not a non-negative integer")
-    return tasks, levels, sizes, seeds
+    """A notebook's tasks, levels, sizes and seeds, each through its row (``geomcap.parameters.PARAMETERS``:
+    ParameterError naming the parameter); "all" given as every task, level and size, and seeds "all" as it is
+    (every seed stored)."""
+    return tuple(check_selection(name, value) for name, value in
+                 (("tasks", tasks), ("levels", levels), ("sizes", sizes), ("seeds", seeds)))
 
 
 def section_stores(root="", recompute: bool = False, committed=("runs",)) -> list[Path]:
@@ -63,8 +37,7 @@ def section_stores(root="", recompute: bool = False, committed=("runs",)) -> lis
     section also ``data/scale``) followed, with ``recompute``, by the user store
     (:func:`geomcap.store.user_root`: ``$GEOMCAP_RUNS``, else ``~/.cache/geomcap/runs``), where the recompute
     cell trains: never into the committed ``data/``. The last store is the one runs are trained into."""
-    if not isinstance(recompute, bool):
-        raise ParameterError(f"parameter recompute: must be True or False, got {recompute!r}")
+    check_value("recompute", recompute)
     if root:
         return [Path(root)]
     return [store.committed_data(name) for name in committed] + ([store.user_root()] if recompute else [])
@@ -105,18 +78,11 @@ def select_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root=""
 
 
 def check_layers(layers, available) -> list[int]:
-    """'final' -> [last], 'all' -> every layer, or a list of layer indices (0 = embeddings)."""
+    """The layers of ``available`` that ``layers`` names through its row (``"final"``: the last, ``"all"``: every
+    one, or layer indices, 0 = embeddings), each one of ``available``; ParameterError naming the parameter."""
     available = sorted(int(a) for a in available)
-    if isinstance(layers, str):
-        if layers == "final":
-            return available[-1:]
-        if layers == "all":
-            return available
-        raise ParameterError(f"parameter layers: {layers!r}; use 'final', 'all' or a list of layer indices "
-                         f"({available[0]} .. {available[-1]})")
-    layers = [layers] if isinstance(layers, (int, np.integer)) else list(layers)
-    bad = [l for l in layers if isinstance(l, bool) or not isinstance(l, (int, np.integer)) or int(l) not in available]
-    if bad or not layers:
-        raise ParameterError(f"parameter layers: {bad or layers} not among the recorded layers "
-                         f"{available[0]} .. {available[-1]}")
-    return sorted(int(l) for l in layers)
+    try:
+        chosen = replace(PARAMETERS["layers"], choices=tuple(available)).chosen(layers)
+    except SettingError as exc:
+        raise ParameterError(f"parameter layers: {exc.reason}") from None
+    return available[-1:] if chosen == "final" else sorted(chosen)
