@@ -525,7 +525,7 @@ def test_claim_from_the_committed_standin_says_it_is_not_pythia():
 def test_notebook_parameter_errors():
     with pytest.raises(ValueError, match="parameter model: 'gpt-2'"):
         pythia.check_section(model="gpt-2")
-    with pytest.raises(ValueError, match="benchmarks: unknown benchmark 'chess'"):
+    with pytest.raises(ValueError, match="parameter benchmarks: unknown value 'chess'"):
         pythia.check_section(benchmarks=["chess"])
     with pytest.raises(ValueError, match="parameter revisions"):
         pythia.select_metrics(pd.DataFrame({"step": [0, 1]}), "step5")
@@ -564,9 +564,10 @@ def test_cli_entry_point_bad_model(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["run", "--model", HUB, "--revisions", "step3"], "not in Pythia's schedule"),
-    (["run", "--model", HUB, "--revisions", "every:0"], "every:K needs a positive integer"),
-    (["run", "--model", HUB, "--benchmarks", "chess"], "unknown benchmark 'chess'"),
+    (["run", "--model", HUB, "--revisions", "step3"], "--revisions: step3 not in Pythia's schedule"),
+    (["run", "--model", HUB, "--revisions", "every:0"], "--revisions: every:K needs a positive integer"),
+    (["run", "--model", HUB, "--benchmarks", "chess"], "--benchmarks: unknown value 'chess'"),
+    (["run", "--model", HUB, "--benchmarks", ","], "--benchmarks: empty selection"),
     (["run", "--model", HUB, "--device", "tpu"], "unknown device 'tpu'"),
     (["run", "--revisions", "all"], "required: --model"),
     (["standin", "--steps", "0"], "steps must be a positive integer"),
@@ -578,6 +579,28 @@ def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, args, fragment):
     assert code == 2, err
     assert err.count("\n") == 1 and fragment in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name, value, command", [
+    ("benchmarks", "arithmetic,chess", ["run", "--model", HUB, "--out", "unused"]),
+    ("revisions", "every:x", ["run", "--model", HUB, "--out", "unused"]),
+    ("revisions", "step3", ["run", "--model", HUB, "--out", "unused"]),
+    ("layers", "0,deep", ["show"]),
+])
+def test_a_bad_pythia_value_is_the_same_line_in_the_notebook_and_the_command(capsys, tmp_path, monkeypatch, name,
+                                                                             value, command):
+    """Notebook 06 and `geomcap pythia` check benchmarks, revisions and layers through the same rows: the same
+    reason, worded "parameter NAME: ..." and "--NAME: ..."."""
+    from geomcap import parameters
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(parameters.ParameterError) as in_the_notebook:
+        parameters.check({name: value}, cells=["", f"# parameters\n{name} = 'all'\n"])
+        pythia.check_section(HUB, **{name: parameters.check_value(name, value)} if name != "layers" else {})
+    code, _, err = geomcap(capsys, *command, f"--{name}", value)
+    reason = str(in_the_notebook.value).removeprefix(f"parameter {name}: ")
+    assert code == 2 and err == f"geomcap: error: --{name}: {reason}\n"
+    assert not (tmp_path / "unused").exists()
 
 
 def test_cli_run_reports_a_missing_revision(standin, tmp_path, capsys):

@@ -139,9 +139,8 @@ def _pythia_parsers(sub) -> None:
     p = pythia_sub.add_parser("run", help="accuracy and per-layer RankMe of every revision x benchmark into a "
                                           "run store (resumable; a missing revision is reported and skipped)")
     p.add_argument("--model", required=True, help="hub name (EleutherAI/pythia-160m) or local checkpoint root")
-    p.add_argument("--revisions", default="all",
-                   help="all, log (step 0 then doubling), every:K, or a list such as step0,step1000; default all")
-    p.add_argument("--benchmarks", default="all", help="comma-separated benchmarks, or all")
+    _row_option(p, "revisions")
+    _row_option(p, "benchmarks")
     p.add_argument("--out", required=True, help="run store root (one run directory per benchmark)")
     p.add_argument("--cache-dir", default=None, help="hub download cache (default: the Hugging Face cache)")
     p.add_argument("--delete-downloads", action="store_true",
@@ -158,7 +157,34 @@ def _pythia_parsers(sub) -> None:
     p = pythia_sub.add_parser("show", help="acquisition and RankMe precursor gap per benchmark of a run store")
     p.add_argument("--root", default=None, help="run store root (default data/pythia/runs)")
     p.add_argument("--model", default=None, help="one model of the store (default: each)")
-    p.add_argument("--layers", default="final", help="final, all, or comma-separated layer indices")
+    _row_option(p, "layers")
+
+
+def _row_option(p, name: str) -> None:
+    """The option ``--NAME`` of a parameter row (``geomcap.parameters.PARAMETERS``): its default and help; the
+    value is checked through the row where it is used (:func:`_option`)."""
+    from geomcap.parameters import PARAMETERS
+
+    row = PARAMETERS[name]
+    p.add_argument("--" + name.replace("_", "-"), dest=name, default=row.default, help=row.describe())
+
+
+def _option(name: str, value):
+    """``value`` of the option ``--NAME`` through its parameter row (a selection's "all" as the row's choices,
+    where it has them); ValueError in the row's one line as the command words it (:func:`_refusal`)."""
+    from geomcap.parameters import PARAMETERS
+    from geomcap.schema import SettingError
+
+    row = PARAMETERS[name]
+    try:
+        return row.chosen(value) if row.type is list else row.read(value)
+    except SettingError as exc:
+        raise _refusal(exc, name) from None
+
+
+def _refusal(exc, name: str | None = None) -> ValueError:
+    """A row's SettingError as the command words it: "--NAME: REASON" (a notebook: "parameter NAME: REASON")."""
+    return ValueError(f"--{(name or exc.name).replace('_', '-')}: {exc.reason}")
 
 
 def config_fields() -> list[str]:
@@ -434,6 +460,7 @@ def cmd_pythia(args) -> int:
     """``geomcap pythia standin|run|benchmarks|show``; ``run`` exits 1 when a revision was skipped."""
     from geomcap import diagnostics, pythia
     from geomcap.models import resolve_device
+    from geomcap.schema import SettingError
     from geomcap.store import check_writable
 
     if args.pythia_command == "standin":
@@ -453,6 +480,7 @@ def cmd_pythia(args) -> int:
             print(path)
         return 0
     if args.pythia_command == "show":
+        layers = _option("layers", args.layers)
         runs = pythia.load_benchmark_runs(args.root, model=args.model)
         if runs.empty:
             print(f"no complete Pythia run in {args.root or pythia.committed_runs_root()}")
@@ -460,7 +488,6 @@ def cmd_pythia(args) -> int:
         from geomcap import results
 
         metrics = results.load_metrics(runs)
-        layers = args.layers if args.layers in ("final", "all") else [int(x) for x in args.layers.split(",")]
         table = results.gap_table(runs, metrics, layers=layers)
         columns = ["model", "benchmark", "level", "layer", "final_accuracy", "acquisition_step", "transition_step",
                    "gap_steps", "gap_tokens", "is_precursor", "gap_refused"]
@@ -468,12 +495,15 @@ def cmd_pythia(args) -> int:
         return 0
     # run: every parameter is checked before anything is written
     pythia.check_model(args.model)
-    pythia.check_benchmarks(args.benchmarks)
-    pythia.select_revisions(args.revisions, pythia.available_revisions(args.model))
+    benchmarks, revisions = _option("benchmarks", args.benchmarks), _option("revisions", args.revisions)
+    try:
+        pythia.select_revisions(revisions, pythia.available_revisions(args.model))
+    except SettingError as exc:  # a revision outside the hub's schedule
+        raise _refusal(exc) from None
     resolve_device(args.device)
     _positive("--batch-tokens", args.batch_tokens)
     check_writable(args.out)
-    report = pythia.run(args.model, revisions=args.revisions, benchmarks=args.benchmarks, root=args.out,
+    report = pythia.run(args.model, revisions=revisions, benchmarks=benchmarks, root=args.out,
                         cache_dir=args.cache_dir, delete_downloads=args.delete_downloads, device=args.device,
                         batch_tokens=args.batch_tokens, label=args.label, progress=not args.quiet)
     print(f"{len(report['stored'])} revisions scored now, {len(report['skipped'])} skipped, "

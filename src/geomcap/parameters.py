@@ -134,13 +134,18 @@ def _in_kernel() -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
+def refusal(exc: SettingError, name: str | None = None) -> ParameterError:
+    """A row's one line as a notebook words it: "parameter NAME: REASON" (NAME: the row's, unless given)."""
+    return ParameterError(f"parameter {name or exc.name}: {exc.reason}")
+
+
 def check_value(name: str, value, kind: str | None = None):
     """``value`` of the parameter ``name`` through its row (:func:`row`), normalised; ParameterError naming
     the parameter if it is bad."""
     try:
         return row(name, kind).read(value)
     except SettingError as exc:
-        raise ParameterError(f"parameter {name}: {exc.reason}") from None
+        raise refusal(exc, name) from None
 
 
 def check_selection(name: str, value):
@@ -149,7 +154,7 @@ def check_selection(name: str, value):
     try:
         return PARAMETERS[name].chosen(value)
     except SettingError as exc:
-        raise ParameterError(f"parameter {name}: {exc.reason}") from None
+        raise refusal(exc) from None
 
 
 def check_choice(name: str, value, allowed) -> str:
@@ -158,7 +163,7 @@ def check_choice(name: str, value, allowed) -> str:
     try:
         return Param(name, str, choices=tuple(allowed)).read(value)
     except SettingError as exc:
-        raise ParameterError(f"parameter {name}: {exc.reason}") from None
+        raise refusal(exc) from None
 
 
 def _executed_cells() -> list[str]:

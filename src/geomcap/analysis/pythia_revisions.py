@@ -101,28 +101,29 @@ def _log_spaced(steps: list[int]) -> list[int]:
     return kept
 
 
+def _refused(reason: str) -> SettingError:
+    return SettingError("revisions", reason, f"revisions: {reason}")
+
+
 def revision_spec(spec) -> str | list[str]:
     """A revisions specification checked for its form, before any model is asked what it holds (the check of
     the ``revisions`` parameter, notebook and command alike): ``"all"``, ``"log"`` or ``"every:K"`` as they
     are, else revision names (a list, or comma-separated: ``"step0,step1000"``; ``1000`` for ``step1000``).
     :class:`~geomcap.schema.SettingError` naming ``revisions`` otherwise."""
-    def refused(reason):
-        return SettingError("revisions", reason, f"revisions: {reason}")
-
     if isinstance(spec, str) and spec.strip() in ("all", "log"):
         return spec.strip()
     if isinstance(spec, str) and spec.strip().startswith("every:"):
         k = spec.strip()[len("every:"):]
         if not k.isdigit() or int(k) < 1:
-            raise refused(f"every:K needs a positive integer K, got {spec!r}")
+            raise _refused(f"every:K needs a positive integer K, got {spec!r}")
         return spec.strip()
     names = [r for r in as_list(spec) if not (isinstance(r, str) and not r.strip())]
     if not names:
-        raise refused("empty selection")
+        raise _refused("empty selection")
     try:
         return [revision_name(r) for r in names]
     except ValueError as exc:
-        raise refused(f"{exc}; or use all, log, every:K") from None
+        raise _refused(f"{exc}; or use all, log, every:K") from None
 
 
 def select_revisions(spec, available) -> list[str]:
@@ -135,7 +136,7 @@ def select_revisions(spec, available) -> list[str]:
     ``available``: the revisions to choose from (:func:`available_revisions`).
     Named revisions outside ``available`` are kept (a missing one is reported
     when it is loaded) unless ``available`` is the hub schedule, where such a
-    name is a mistake: ValueError.
+    name is a mistake: :class:`~geomcap.schema.SettingError` naming ``revisions``.
     """
     spec = revision_spec(spec)
     available = sorted(available, key=revision_step)
@@ -152,6 +153,6 @@ def select_revisions(spec, available) -> list[str]:
     if list(available) == list(REVISIONS):
         outside = [r for r in chosen if r not in REVISIONS]
         if outside:
-            raise ValueError(f"revisions: {', '.join(outside)} not in Pythia's schedule (step0, step1, step2, "
-                             "step4, ..., step512, then step1000 ... step143000 every 1000)")
+            raise _refused(f"{', '.join(outside)} not in Pythia's schedule (step0, step1, step2, step4, ..., step512, "
+                           "then step1000 ... step143000 every 1000)")
     return chosen

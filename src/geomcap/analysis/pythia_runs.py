@@ -13,7 +13,8 @@ from geomcap import diagnostics, store
 from geomcap.analysis.pythia_revisions import (STANDIN_NAME, available_revisions, check_model, model_label,
                                                revision_step, select_revisions)
 from geomcap.analysis.runs import load_runs
-from geomcap.parameters import ParameterError
+from geomcap.parameters import PARAMETERS, ParameterError, check_selection, check_value, refusal
+from geomcap.schema import SettingError
 
 
 def committed_runs_root() -> Path:
@@ -21,27 +22,12 @@ def committed_runs_root() -> Path:
     return store.committed_data("pythia", "runs")
 
 
-def check_benchmarks(benchmarks) -> list[str]:
-    """Benchmark names from "all", a comma-separated string or a list, in the order given; ValueError naming
-    the parameter for an unknown one or an empty selection."""
-    if isinstance(benchmarks, str):
-        benchmarks = list(diagnostics.BENCHMARKS) if benchmarks == "all" else \
-            [b.strip() for b in benchmarks.split(",") if b.strip()]
-    benchmarks = list(benchmarks)
-    for b in benchmarks:
-        if b not in diagnostics.BENCHMARKS:
-            raise ValueError(f"benchmarks: unknown benchmark {b!r}; choose from: "
-                             f"{', '.join(diagnostics.BENCHMARKS)} (or all)")
-    if not benchmarks:
-        raise ValueError("benchmarks: empty selection")
-    return benchmarks
-
-
 def load_benchmark_runs(root=None, model=None, benchmarks="all") -> pd.DataFrame:
     """One row per complete Pythia run (one benchmark of one model) under ``root`` (default the
     committed data/pythia/runs), in the benchmarks' order. ValueError when a (model, benchmark)
-    has several runs (e.g. two stand-ins built differently in one store)."""
-    benchmarks = check_benchmarks(benchmarks)
+    has several runs (e.g. two stand-ins built differently in one store). ``benchmarks``: through their row
+    (``geomcap.parameters.PARAMETERS``), a SettingError naming them if one is unknown."""
+    benchmarks = PARAMETERS["benchmarks"].chosen(benchmarks)
     root = Path(root) if root is not None else committed_runs_root()
     runs = load_runs(root, model=model, task=benchmarks) if root.exists() else pd.DataFrame()
     if runs.empty:
@@ -74,12 +60,8 @@ def check_section(model="standin", revisions="all", benchmarks="all", root="",
     Reads and computes nothing: computing a model's metrics is the notebook's own call of
     :func:`geomcap.pythia.run`, reading them :func:`model_runs`.
     """
-    try:
-        check_benchmarks(benchmarks)
-    except ValueError as exc:
-        raise ParameterError(f"parameter {exc}") from None
-    if not isinstance(delete_downloads, bool):
-        raise ParameterError(f"parameter delete_downloads: must be True or False, got {delete_downloads!r}")
+    check_selection("benchmarks", benchmarks)
+    check_value("delete_downloads", delete_downloads)
     if model != STANDIN_NAME:
         try:
             check_model(model)
@@ -87,8 +69,8 @@ def check_section(model="standin", revisions="all", benchmarks="all", root="",
             raise ParameterError(f"parameter {exc}; or 'standin' for the committed stand-in metrics") from None
         try:
             select_revisions(revisions, available_revisions(model))
-        except ValueError as exc:
-            raise ParameterError(f"parameter {exc}") from None
+        except SettingError as exc:
+            raise refusal(exc) from None
     return section_root(model, root)
 
 
@@ -110,8 +92,8 @@ def select_metrics(metrics: pd.DataFrame, revisions="all") -> pd.DataFrame:
     present = [f"step{s}" for s in sorted(metrics["step"].unique())]
     try:
         chosen = select_revisions(revisions, present)
-    except ValueError as exc:
-        raise ParameterError(f"parameter {exc}") from None
+    except SettingError as exc:
+        raise refusal(exc) from None
     steps = {revision_step(r) for r in chosen}
     missing = [r for r in chosen if revision_step(r) not in set(metrics["step"])]
     if missing:
@@ -172,7 +154,7 @@ def cost_estimate(benchmarks="all", chars_per_token: float = 4.0, benchmark_dir=
     lower bounds, and loading a revision (0.3 GB for 160m, 5.6 GB for 2.8b in fp16) is extra.
     """
     rows = []
-    for b in check_benchmarks(benchmarks):
+    for b in PARAMETERS["benchmarks"].chosen(benchmarks):
         items = diagnostics.load_benchmark(b, benchmark_dir)
         tokens = sum(1 + len(it["context"] + c) / chars_per_token for it in items for c in it["choices"])
         row = {"benchmark": b, "items": len(items), "sequences": sum(len(it["choices"]) for it in items),

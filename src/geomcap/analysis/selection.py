@@ -13,7 +13,7 @@ import pandas as pd
 from geomcap import store
 from geomcap.analysis.protocol import RUN_KEYS
 from geomcap.analysis.runs import load_runs
-from geomcap.parameters import PARAMETERS, ParameterError, check_selection, check_value
+from geomcap.parameters import PARAMETERS, ParameterError, check_selection, check_value, refusal
 from geomcap.schema import SettingError
 
 
@@ -84,5 +84,5 @@ def check_layers(layers, available) -> list[int]:
     try:
         chosen = replace(PARAMETERS["layers"], choices=tuple(available)).chosen(layers)
     except SettingError as exc:
-        raise ParameterError(f"parameter layers: {exc.reason}") from None
+        raise refusal(exc) from None
     return available[-1:] if chosen == "final" else sorted(chosen)

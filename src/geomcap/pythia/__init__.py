@@ -65,9 +65,9 @@ from geomcap.analysis.pythia_revisions import (HUB_NAME, REVISIONS, SCHEDULE_STE
                                                TOKENS_PER_STEP, available_revisions, check_model, local_revisions,
                                                model_label, revision_name, revision_spec, revision_step,
                                                select_revisions, standin_info)
-from geomcap.analysis.pythia_runs import (CPU_FORWARD_SECONDS, check_benchmarks, check_section, committed_runs_root,
-                                          cost_estimate, describe, load_benchmark_runs, model_runs, section_root,
-                                          select_metrics, timing_table)
+from geomcap.analysis.pythia_runs import (CPU_FORWARD_SECONDS, check_section, committed_runs_root, cost_estimate,
+                                          describe, load_benchmark_runs, model_runs, section_root, select_metrics,
+                                          timing_table)
 from geomcap.analysis.selection import check_layers
 from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, hub_record,
                                     load_pretrained, load_revision, load_tokenizer, revision_folder)
@@ -87,7 +87,7 @@ __all__ = [
     # scoring
     "Scores", "encode_items", "fitting_items", "score_items", "accuracy", "benchmark_rows",
     # the run into the store
-    "MEASURES", "committed_runs_root", "check_benchmarks", "run_config", "run",
+    "MEASURES", "committed_runs_root", "run_config", "run",
     # the offline stand-in
     "build_standin", "standin_corpus", "standin_steps", "train_tokenizer",
     # reading the store (geomcap.analysis.pythia_runs, torch-free); C7's gap table and row: geomcap.claims.c7

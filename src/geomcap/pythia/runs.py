@@ -14,9 +14,10 @@ from geomcap import diagnostics, store
 from geomcap.analysis.integrity import copies_line, earlier_copy, integrity_table
 from geomcap.analysis.pythia_revisions import (SCHEDULE_STEPS, TOKENS_PER_STEP, available_revisions, check_model,
                                                model_label, revision_step, select_revisions, standin_info)
-from geomcap.analysis.pythia_runs import check_benchmarks, committed_runs_root
+from geomcap.analysis.pythia_runs import committed_runs_root
 from geomcap.digests import revision_digest, weight_files
 from geomcap.models import resolve_device
+from geomcap.parameters import PARAMETERS
 from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, hub_record,
                                     load_revision, load_tokenizer, revision_folder)
 from geomcap.pythia.scoring import benchmark_rows, encode_items, fitting_items, score_items
@@ -80,7 +81,7 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
     from tqdm import tqdm
 
     source = check_model(model)
-    benchmarks = check_benchmarks(benchmarks)
+    benchmarks = PARAMETERS["benchmarks"].chosen(benchmarks)
     chosen = select_revisions(revisions, available_revisions(model))
     dev = resolve_device(device)
     dtype = default_dtype(dev) if dtype is None else dtype
