@@ -194,10 +194,14 @@ def test_empty_out_is_refused(tmp_path):
     (["--set", "min_lr_ratio=-3"], "min_lr_ratio must be a number in [0, 1]"),
     (["--set", "warmup_steps=-5"], "warmup_steps must be a non-negative integer"),
     (["--set", "lr=nan"], "lr must be a number in (0, inf), got nan"),
-    (["--sizes", "all"], "--sizes all: not available"),
-    (["--tasks", ""], "--tasks is empty"),
-    (["--levels", ","], "--levels is empty"),
-    (["--seeds", "0,x"], "--seeds: 'x' is not an integer"),
+    (["--sizes", "all"], "--sizes: unknown value 'all'; choose one of: 405k, 1.3m"),
+    (["--seeds", "all"], "--seeds: must be an integer in [0, 4294967295], got 'all'"),
+    (["--tasks", ""], "--tasks: empty selection"),
+    (["--levels", ","], "--levels: empty selection"),
+    (["--levels", "x"], "--levels: unknown value 'x'; choose one of: easy, medium, hard (or 'all')"),
+    (["--tasks", "copy,chess"], "--tasks: unknown value 'chess'"),
+    (["--seeds", "0,x"], "--seeds: must be an integer in [0, 4294967295], got 'x'"),
+    (["--seeds", "-1"], "--seeds: must be an integer in [0, 4294967295], got -1"),
     (["--steps", "many"], "--steps: 'many' is not an integer"),
     (["--steps", "easy=1,medium=2,hard=x"], "--steps: 'x' is not an integer"),
     (["--root", ""], "--root is empty"),
@@ -216,6 +220,23 @@ def test_sweep_bad_option_is_one_line_exit_2(tmp_path, capsys, monkeypatch, opti
     if options[0] == "--root":  # one case as a real process, in its own working directory
         result = subprocess.run(GEOMCAP + argv, capture_output=True, text=True, cwd=tmp_path)
         assert (result.returncode, result.stderr) == (2, err) and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("axis, value", [("tasks", "copy,chess"), ("levels", "x"), ("sizes", "7b"), ("seeds", "0,-1"),
+                                         ("seeds", "x"), ("tasks", ","), ("steps", "easy:0")])
+def test_a_bad_grid_axis_is_the_same_line_in_the_sweep_and_a_notebook(tmp_path, capsys, axis, value):
+    """`geomcap sweep --tasks ...` and a notebook's `tasks` parameter are one row: the same reason, worded
+    "--tasks: ..." and "parameter tasks: ..." (the sweep said "unknown task 'chess'", without the option)."""
+    from geomcap import parameters
+
+    with pytest.raises(parameters.ParameterError) as in_a_notebook:
+        parameters.check({axis: value}, cells=["", f"# parameters\n{axis} = 'all'\n"])
+    reason = str(in_a_notebook.value).removeprefix(f"parameter {axis}: ")
+    if axis in ("sizes", "seeds"):  # a sweep trains named sizes and seeds: it offers no 'all'
+        reason = reason.removesuffix(" (or 'all')")
+    code, _, err = run_in_process(capsys, "sweep", "--levels", "easy", f"--{axis}", value, "--root", str(tmp_path))
+    assert code == 2 and err == f"geomcap: error: --{axis}: {reason}\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_train_from_a_recorded_config_reruns_it_exactly(tmp_path):

@@ -38,7 +38,7 @@ class UsageError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     """The ``geomcap`` command's parser: one subcommand per job; ``geomcap train``'s config options are
     TrainConfig's schema rows (:data:`geomcap.config.SETTINGS`)."""
-    from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, SETTINGS
+    from geomcap.config import SETTINGS
     from geomcap.sweep import SETTABLE_FIELDS
 
     parser = _Parser(prog="geomcap", description="Geometry of capability acquisition in small transformers.")
@@ -65,12 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "every 5 minutes, as off a terminal (a log)")
 
     p = sub.add_parser("sweep", help="run a grid tasks x levels x sizes x seeds into the run store (resumable)")
-    p.add_argument("--tasks", default="all", help="comma-separated tasks, or all")
-    p.add_argument("--levels", default="all", help="comma-separated levels, or all")
-    p.add_argument("--sizes", default="405k", help="comma-separated presets")
-    p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
-    p.add_argument("--steps", default=None,
-                   help=f"steps, or per level: easy=1000,medium=3000,hard=6000 (default {DEFAULT_LEVEL_STEPS_TEXT})")
+    for axis in (*GRID_AXES, "steps"):
+        _row_option(p, axis)
     p.add_argument("--root", default=None, help="run store root (default $GEOMCAP_RUNS or ./runs)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: one per core)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (workers share the device)")
@@ -169,13 +165,14 @@ def _row_option(p, name: str) -> None:
     p.add_argument("--" + name.replace("_", "-"), dest=name, default=row.default, help=row.describe())
 
 
-def _option(name: str, value):
-    """``value`` of the option ``--NAME`` through its parameter row (a selection's "all" as the row's choices,
-    where it has them); ValueError in the row's one line as the command words it (:func:`_refusal`)."""
+def _option(name: str, value, row=None):
+    """``value`` of the option ``--NAME`` through its parameter row (``row``, default the row of that name; a
+    selection's "all" as the row's choices, where it has them); ValueError in the row's one line as the command
+    words it (:func:`_refusal`)."""
     from geomcap.parameters import PARAMETERS
     from geomcap.schema import SettingError
 
-    row = PARAMETERS[name]
+    row = PARAMETERS[name] if row is None else row
     try:
         return row.chosen(value) if row.type is list else row.read(value)
     except SettingError as exc:
@@ -312,19 +309,27 @@ def _ints(text: str, option: str) -> list[int]:
     return values
 
 
+#: the grid axes of ``geomcap sweep``: its --tasks, --levels, --sizes and --seeds, each a parameter row's selection
+GRID_AXES = ("tasks", "levels", "sizes", "seeds")
+#: the axes a sweep takes by name only: their "all" (a notebook's every size or seed stored) is not what to train
+NAMED_AXES = ("sizes", "seeds")
+
+
 def cmd_sweep(args) -> int:
     """``geomcap sweep``: the grid's runs into the run store; exit 1 if one failed or was skipped."""
     from geomcap.config import parse_steps
     from geomcap.models import resolve_device
+    from dataclasses import replace
+
     from geomcap import store
+    from geomcap.parameters import PARAMETERS
     from geomcap.sweep import grid, parse_settings, plan, run_sweep
-    from geomcap.tasks import LEVELS, TASKS
 
     _check_path(args.root, "--root")
     _check_store_root(args.root)
-    configs = grid(tasks=_names(args.tasks, TASKS, "--tasks"), levels=_names(args.levels, LEVELS, "--levels"),
-                   sizes=_names(args.sizes, (), "--sizes"), seeds=_ints(args.seeds, "--seeds"),
-                   steps=None if args.steps is None else parse_steps(args.steps), measures=args.measures,
+    named = {axis: replace(PARAMETERS[axis], every=None) for axis in NAMED_AXES}  # their "all": not a value here
+    axes = {axis: _option(axis, getattr(args, axis), named.get(axis)) for axis in GRID_AXES}
+    configs = grid(**axes, steps=parse_steps(_option("steps", args.steps)), measures=args.measures,
                    **parse_settings(args.set))
     resolve_device(args.device)
     _positive("--workers", args.workers), _positive("--pack", args.pack), _positive("--threads", args.threads)

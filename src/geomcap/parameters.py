@@ -72,9 +72,8 @@ PARAMETERS = {row.name: row for row in [
     # a selection of runs: the notebooks' parameters, and the grid axes of ``geomcap sweep``
     _selection("tasks", SETTINGS["task"], "all", "every task", "tasks, comma-separated, or all"),
     _selection("levels", SETTINGS["level"], "all", "every level", "levels, comma-separated, or all"),
-    _selection("sizes", SETTINGS["size"], ["405k"], "every preset (reading: every size stored)",
-               "model presets, comma-separated"),
-    _selection("seeds", SETTINGS["seed"], [0], "every seed stored (reading only)", "seeds, comma-separated"),
+    _selection("sizes", SETTINGS["size"], ["405k"], "every preset", "model presets, comma-separated"),
+    _selection("seeds", SETTINGS["seed"], [0], "every seed stored", "seeds, comma-separated"),
     Param("steps", str, DEFAULT_LEVEL_STEPS_TEXT, convert=level_steps,
           help="steps, or per level: easy=1000,medium=3000,hard=6000"),
     Param("recompute", bool, False, help="train the selection's missing runs first"),
