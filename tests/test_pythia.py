@@ -119,8 +119,10 @@ def test_standin_corpus_mixes_in_held_out_puzzles():
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    ({"puzzle_objects": (4,)}, "puzzle_objects must be"), ({"puzzle_objects": ()}, "puzzle_objects must be"),
-    ({"puzzles": -1}, "puzzles must be"), ({"steps": 0}, "steps must be"),
+    ({"puzzle_objects": (4,)}, "puzzle_objects: unknown value 4; choose one of: 3, 5, 7"),
+    ({"puzzle_objects": ()}, "puzzle_objects: empty selection"),
+    ({"puzzles": -1}, "puzzles must be"), ({"steps": 0}, "steps must be"), ({"lr": float("nan")}, "lr must be"),
+    ({"vocab_size": 100}, "vocab_size must be >= 300"), ({"width": 30, "heads": 4}, "not divisible"),
 ])
 def test_standin_bad_build_parameters(kwargs, fragment, tmp_path):
     with pytest.raises(ValueError, match=fragment):
@@ -570,7 +572,9 @@ def test_cli_entry_point_bad_model(tmp_path):
     (["run", "--model", HUB, "--benchmarks", ","], "--benchmarks: empty selection"),
     (["run", "--model", HUB, "--device", "tpu"], "unknown device 'tpu'"),
     (["run", "--revisions", "all"], "required: --model"),
-    (["standin", "--steps", "0"], "steps must be a positive integer"),
+    (["standin", "--steps", "0"], "--steps: must be a positive integer, got 0"),
+    (["standin", "--steps", "x"], "--steps: must be a positive integer, got 'x'"),
+    (["standin", "--puzzle-objects", "3,4"], "--puzzle-objects: unknown value 4; choose one of: 3, 5, 7"),
     (["standin", "--width", "30", "--heads", "4"], "not divisible"),
 ])
 def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, args, fragment):
@@ -601,6 +605,21 @@ def test_a_bad_pythia_value_is_the_same_line_in_the_notebook_and_the_command(cap
     reason = str(in_the_notebook.value).removeprefix(f"parameter {name}: ")
     assert code == 2 and err == f"geomcap: error: --{name}: {reason}\n"
     assert not (tmp_path / "unused").exists()
+
+
+@pytest.mark.parametrize("name, value, text", [("steps", 0, "0"), ("seq_len", -1, "-1"), ("lr", 0.0, "0"),
+                                              ("puzzles", -2, "-2"), ("puzzle_objects", [3, 9], "3,9"),
+                                              ("max_chars", 0, "0")])
+def test_a_bad_standin_option_is_the_same_line_from_python_and_the_command(tmp_path, capsys, name, value, text):
+    """build_standin's keywords and `geomcap pythia standin`'s options are the rows of
+    parameters.STANDIN_BUILD: the same reason, the command's worded "--NAME: ..." (it said "steps must be ...")."""
+    from geomcap.schema import SettingError
+
+    with pytest.raises(SettingError) as from_python:
+        pythia.build_standin(tmp_path / "python", **{name: value})
+    code, _, err = geomcap(capsys, "standin", "--out", tmp_path / "command", f"--{name.replace('_', '-')}", text)
+    assert code == 2 and err == f"geomcap: error: --{name.replace('_', '-')}: {from_python.value.reason}\n"
+    assert not (tmp_path / "python").exists() and not (tmp_path / "command").exists()
 
 
 def test_cli_run_reports_a_missing_revision(standin, tmp_path, capsys):

@@ -106,30 +106,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _pythia_parsers(sub) -> None:
     """``geomcap pythia`` and its subcommands: standin, run, benchmarks, show."""
+    from geomcap.parameters import STANDIN_BUILD
+
     p = sub.add_parser("pythia", help="Pythia validation (claim C7): stand-in, benchmarks, metrics per revision")
     pythia_sub = p.add_subparsers(dest="pythia_command", required=True, parser_class=_Parser)
 
     p = pythia_sub.add_parser("standin", help="build the offline stand-in: a small GPT-NeoX saved at Pythia-like "
                                               "revisions (minutes at the defaults)")
     p.add_argument("--out", required=True, help="the checkpoint root to create (one stepN folder per revision)")
-    p.add_argument("--steps", type=int, default=2000, help="training steps; default 2000")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--width", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=1024, help="BPE vocabulary size; default 1024")
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--every", type=int, default=50,
-                   help="a revision every K steps, after step 0 and the powers of two below K; default 50")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--templates", type=int, default=1500,
-                   help="templated sentences per easy benchmark family in the training text; default 1500")
-    p.add_argument("--max-chars", type=int, default=None, help="truncate the training text (default: all of it)")
-    p.add_argument("--puzzles", type=int, default=3000,
-                   help="solved ordering puzzles in the training text, never a benchmark item; default 3000")
-    p.add_argument("--puzzle-objects", default="3",
-                   help="comma-separated object counts of those puzzles (3, 5, 7); default 3")
+    for name, row in STANDIN_BUILD.items():  # checked through the same rows (cmd_pythia)
+        aliases = ["--vocab"] if name == "vocab_size" else []  # its option's first name
+        p.add_argument("--" + name.replace("_", "-"), *aliases, dest=name, default=row.default, help=row.describe())
     p.add_argument("--quiet", action="store_true")
 
     p = pythia_sub.add_parser("run", help="accuracy and per-layer RankMe of every revision x benchmark into a "
@@ -284,29 +271,6 @@ def _check_store_root(root: str | None) -> None:
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{where} {path} is a file, not a run store directory")
     store.check_writable(path)
-
-
-def _names(text: str, allowed, option: str) -> list[str]:
-    """'all' -> allowed (an error if there is no 'all' for this option); 'a,b' -> ['a', 'b']; never empty."""
-    if text.strip() == "all":
-        if not allowed:
-            raise ValueError(f"{option} all: not available for {option}; name the values, comma-separated")
-        return list(allowed)
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    if not names:
-        raise ValueError(f"{option} is empty: give comma-separated values" + (" or all" if allowed else ""))
-    return names
-
-
-def _ints(text: str, option: str) -> list[int]:
-    """'0,1,2' -> [0, 1, 2] (:func:`_names`, each an integer; ValueError naming ``option`` otherwise)."""
-    values = []
-    for word in _names(text, (), option):
-        try:
-            values.append(int(word))
-        except ValueError:
-            raise ValueError(f"{option}: {word!r} is not an integer") from None
-    return values
 
 
 #: the grid axes of ``geomcap sweep``: its --tasks, --levels, --sizes and --seeds, each a parameter row's selection
@@ -465,17 +429,14 @@ def cmd_pythia(args) -> int:
     """``geomcap pythia standin|run|benchmarks|show``; ``run`` exits 1 when a revision was skipped."""
     from geomcap import diagnostics, pythia
     from geomcap.models import resolve_device
+    from geomcap.parameters import STANDIN_BUILD
     from geomcap.schema import SettingError
     from geomcap.store import check_writable
 
     if args.pythia_command == "standin":
+        build = {name: _option(name, getattr(args, name), row) for name, row in STANDIN_BUILD.items()}
         check_writable(args.out)
-        out = pythia.build_standin(args.out, steps=args.steps, layers=args.layers, width=args.width,
-                                   heads=args.heads, vocab_size=args.vocab, seq_len=args.seq_len,
-                                   batch_size=args.batch_size, lr=args.lr, every=args.every, seed=args.seed,
-                                   templates=args.templates, max_chars=args.max_chars, puzzles=args.puzzles,
-                                   puzzle_objects=_ints(args.puzzle_objects, "--puzzle-objects"),
-                                   progress=not args.quiet)
+        out = pythia.build_standin(args.out, **build, progress=not args.quiet)
         info = pythia.standin_info(out)
         print(f"{out}: {len(info['revisions'])} revisions, {info['parameters']:,} parameters, "
               f"final loss {info['final_loss']:.2f}, built in {info['build_seconds']:.0f} s")

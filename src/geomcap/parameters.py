@@ -1,5 +1,6 @@
 """The parameters a person types, one schema row each: the notebooks' parameters, the sweep's grid axes and the
-Pythia commands' options (:data:`PARAMETERS`), and the notebooks' own parameters of a generic kind (:data:`KINDS`).
+Pythia commands' options (:data:`PARAMETERS`), the stand-in's build (:data:`STANDIN_BUILD`), and the notebooks'
+own parameters of a generic kind (:data:`KINDS`).
 
 A row is a :class:`geomcap.schema.Param`, as a training setting is (:data:`geomcap.config.SETTINGS`), and
 reuses the training rows where a parameter holds training settings: a notebook's ``tasks`` and ``geomcap sweep
@@ -92,6 +93,28 @@ PARAMETERS = {row.name: row for row in [
           help="final, all, or layer indices, comma-separated (0: the embeddings)"),
     Param("device", str, "auto", help="auto (cuda when present), cpu or cuda"),
     Param("delete_downloads", bool, False, help="remove each hub revision once its metrics are stored"),
+]}
+
+#: the offline Pythia stand-in's build: the keywords of :func:`geomcap.pythia.build_standin` (their defaults are
+#: these rows') and the options of ``geomcap pythia standin``
+STANDIN_BUILD = {row.name: row for row in [
+    Param("steps", int, 2000, "[1, inf)", help="training steps"),
+    Param("layers", int, 2, "[1, inf)", help="GPT-NeoX layers"),
+    Param("width", int, 64, "[1, inf)", help="hidden size, a multiple of heads"),
+    Param("heads", int, 4, "[1, inf)", help="attention heads"),
+    Param("vocab_size", int, 1024, "[1, inf)",
+          help="BPE vocabulary size, at least 300 (256 bytes, 2 special tokens, merges)"),
+    Param("seq_len", int, 128, "[1, inf)", help="tokens per training sequence"),
+    Param("batch_size", int, 16, "[1, inf)", help="sequences per step"),
+    Param("lr", float, 3e-3, "(0, inf)", help="peak learning rate"),
+    Param("every", int, 50, "[1, inf)", help="a revision every K steps, after step 0 and the powers of two below K"),
+    Param("seed", int, 0, "(-inf, inf)", help="the text's, the initialisation's and the batches' seed"),
+    Param("templates", int, 1500, "[1, inf)", help="templated sentences per easy benchmark family in the text"),
+    Param("max_chars", int, None, "[1, inf)", none="all of it", help="truncate the training text"),
+    Param("puzzles", int, 3000, "[0, inf)", none="templates // 4, of 3, 5 and 7 objects",
+          help="solved ordering puzzles in the text, never a benchmark item"),
+    Param("puzzle_objects", list, (3,), item=int, choices=tuple(sorted(diagnostics.NUMBER_WORDS)),
+          help="object counts of those puzzles, comma-separated"),
 ]}
 
 #: the rows of a notebook's own parameters, by kind (``parameters.check(globals(), kinds={"p": "count"})``)

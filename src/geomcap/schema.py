@@ -223,7 +223,7 @@ class Param:
 
     def describe(self) -> str:
         """``help``, the choices, then the default (or that the setting is required)."""
-        choices = f" (one of: {', '.join(self.choices)})" if self.choices is not None else ""
+        choices = f" (one of: {', '.join(map(str, self.choices))})" if self.choices is not None else ""
         return self.help + choices + (" (required)" if self.required else f"; default {self.default_text()}")
 
 

@@ -15,11 +15,14 @@ from geomcap.analysis.pythia_revisions import STANDIN_FILE, STANDIN_NAME, standi
 from geomcap.checkpoints import quiet_transformers
 from geomcap.config import lr_schedule
 from geomcap.models import LogitsOnly
+from geomcap.parameters import STANDIN_BUILD
 from geomcap.store import check_writable
 from geomcap.train import make_optimizer, train_step
 
-STANDIN_BUILD_KEYS = ("steps", "layers", "width", "heads", "vocab_size", "seq_len", "batch_size", "lr",
-                      "every", "seed", "templates", "max_chars", "puzzles", "puzzle_objects")
+#: what a stand-in's build records (``standin.json``): the rows of its options
+STANDIN_BUILD_KEYS = tuple(STANDIN_BUILD)
+#: each option's default, from its row
+_DEFAULT = {name: row.default for name, row in STANDIN_BUILD.items()}
 
 
 #: one solved ordering puzzle in the stand-in's text (its share of the corpus is recorded)
@@ -72,10 +75,13 @@ def train_tokenizer(docs: list[str], vocab_size: int):
                                    unk_token="<|endoftext|>", pad_token="<|padding|>")
 
 
-def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, heads: int = 4,
-                  vocab_size: int = 1024, seq_len: int = 128, batch_size: int = 16, lr: float = 3e-3,
-                  every: int = 50, seed: int = 0, templates: int = 1500, max_chars: int | None = None,
-                  puzzles: int | None = 3000, puzzle_objects=(3,), progress: bool = True) -> Path:
+def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["layers"], width: int = _DEFAULT["width"],
+                  heads: int = _DEFAULT["heads"], vocab_size: int = _DEFAULT["vocab_size"],
+                  seq_len: int = _DEFAULT["seq_len"], batch_size: int = _DEFAULT["batch_size"],
+                  lr: float = _DEFAULT["lr"], every: int = _DEFAULT["every"], seed: int = _DEFAULT["seed"],
+                  templates: int = _DEFAULT["templates"], max_chars: int | None = _DEFAULT["max_chars"],
+                  puzzles: int | None = _DEFAULT["puzzles"], puzzle_objects=_DEFAULT["puzzle_objects"],
+                  progress: bool = True) -> Path:
     """Train a small GPT-NeoX (Pythia's architecture: rotary on 25% of each head, parallel residual,
     untied embeddings) on offline text and save it at Pythia-like revisions under ``out/stepN``.
 
@@ -89,7 +95,8 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
     clipped at 1. ``first_loss``: the training loss (nats/token) of the first
     batch, before any update (~ln of the model's vocabulary); ``final_loss``: the
     mean of the last 10 steps.
-    A folder already holding a stand-in with the same build is reused.
+    A folder already holding a stand-in with the same build is reused. Each argument is checked through its
+    row (``geomcap.parameters.STANDIN_BUILD``, which also gives the defaults): a ValueError of one line.
 
     The text (``standin_corpus``): Python's documentation, ``templates``
     sentences per easy family and ``puzzles`` solved ordering puzzles with
@@ -100,19 +107,11 @@ def build_standin(out, steps: int = 2000, layers: int = 2, width: int = 64, head
     whole puzzle (75 tokens on average, at most 92). Seeded: the same arguments
     on the same machine give the same weights.
     """
-    build = {"steps": steps, "layers": layers, "width": width, "heads": heads, "vocab_size": vocab_size,
+    given = {"steps": steps, "layers": layers, "width": width, "heads": heads, "vocab_size": vocab_size,
              "seq_len": seq_len, "batch_size": batch_size, "lr": lr, "every": every, "seed": seed,
-             "templates": templates, "max_chars": max_chars, "puzzles": puzzles,
-             "puzzle_objects": sorted(set(puzzle_objects)) if isinstance(puzzle_objects, (list, tuple)) else puzzle_objects}
-    for key in ("steps", "layers", "width", "heads", "seq_len", "batch_size", "every", "templates"):
-        if isinstance(build[key], bool) or not isinstance(build[key], int) or build[key] < 1:
-            raise ValueError(f"{key} must be a positive integer, got {build[key]!r}")
-    if puzzles is not None and (isinstance(puzzles, bool) or not isinstance(puzzles, int) or puzzles < 0):
-        raise ValueError(f"puzzles must be a non-negative integer or None, got {puzzles!r}")
-    if not isinstance(puzzle_objects, (list, tuple)) or not puzzle_objects or \
-            any(n not in diagnostics.NUMBER_WORDS for n in puzzle_objects):
-        raise ValueError(f"puzzle_objects must be a non-empty list of object counts among "
-                         f"{sorted(diagnostics.NUMBER_WORDS)}, got {puzzle_objects!r}")
+             "templates": templates, "max_chars": max_chars, "puzzles": puzzles, "puzzle_objects": puzzle_objects}
+    build = {name: row.check(given[name]) for name, row in STANDIN_BUILD.items()}  # each through its row
+    build["puzzle_objects"] = sorted(set(build["puzzle_objects"]))
     if width % heads:
         raise ValueError(f"width {width} is not divisible by heads {heads}")
     if vocab_size < 300:
