@@ -240,24 +240,43 @@ def test_a_bad_grid_axis_is_the_same_line_in_the_sweep_and_a_notebook(tmp_path, 
 
 
 def test_train_from_a_recorded_config_reruns_it_exactly(tmp_path):
-    """`geomcap train --from RUN/config.json --out DIR` reruns a run with its whole config and its
-    recorded thread count; the metrics are byte-identical."""
+    """`geomcap train --from RUN/config.json --out DIR` reruns a run with its whole config; at one thread
+    the metrics are byte-identical (a single thread has one order of summation on any CPU)."""
     import json
 
     source = tmp_path / "source"
     first = run("train", "--task", "parity", "--level", "easy", "--steps", "12", "--seed", "3", "--lr", "2e-3",
-                "--threads", "2", "--quiet", "--out", str(source))
+                "--quiet", "--out", str(source))
     assert first.returncode == 0, first.stderr
-    assert json.loads((source / "config.json").read_text())["provenance"]["threads"] == 2
+    assert json.loads((source / "config.json").read_text())["provenance"]["threads"] == 1
     again = run("train", "--from", str(source / "config.json"), "--quiet", "--out", str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr
     assert f"metrics.csv byte-identical to {source / 'metrics.csv'}" in again.stdout
     rerun = json.loads((tmp_path / "again" / "config.json").read_text())
-    assert rerun.pop("provenance")["threads"] == 2
+    rerun.pop("provenance")
     recorded = json.loads((source / "config.json").read_text())
     recorded.pop("provenance")
     assert rerun == recorded
     assert (tmp_path / "again" / "metrics.csv").read_bytes() == (source / "metrics.csv").read_bytes()
+
+
+def test_train_from_reruns_with_the_recorded_thread_count(tmp_path):
+    """--from takes the recorded thread count (not the default one). At two threads a rerun is
+    byte-identical on some CPUs and not on others (a CI machine's differed by 2.4e-5 at step 10), so
+    only the count and the report's form are checked: either report, never a traceback."""
+    import json
+    import re
+
+    source = tmp_path / "source"
+    first = run("train", "--task", "parity", "--level", "easy", "--steps", "2", "--seed", "3",
+                "--threads", "2", "--quiet", "--out", str(source))
+    assert first.returncode == 0, first.stderr
+    again = run("train", "--from", str(source / "config.json"), "--quiet", "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["provenance"]["threads"] == 2
+    report = re.escape(str(source / "metrics.csv"))
+    assert re.search(rf"metrics.csv (byte-identical to {report}|against {report}: [\d,]+ shared rows; )",
+                     again.stdout), again.stdout
     # the default is one thread
     default = run("train", "--task", "parity", "--level", "easy", "--steps", "2", "--quiet", "--out", str(tmp_path / "d"))
     assert default.returncode == 0 and json.loads((tmp_path / "d" / "config.json").read_text())["provenance"]["threads"] == 1

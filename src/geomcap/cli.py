@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda (workers share the device)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per worker (default 1: does not collapse when other work shares the cores, "
-                        "and gives byte-identical metrics at a fixed count; more only on otherwise idle cores)")
+                        "and gives byte-identical metrics on a rerun; more only on otherwise idle cores)")
     p.add_argument("--measures", type=SETTINGS["measures"].parser(), default=(), help=SETTINGS["measures"].describe())
     p.add_argument("--pack", type=int, default=None, metavar="K",
                    help="train up to K runs of one preset, steps and batch size as one batched computation "

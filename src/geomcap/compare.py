@@ -1,7 +1,9 @@
 """How a rerun's metrics agree with a recorded run's: what ``geomcap train --from`` reports.
 
 Runs are byte-identical only on the same kind of CPU at the same thread count
-(``provenance.cpu_model``, ``cpu_capability`` and ``threads`` in config.json).
+(``provenance.cpu_model``, ``cpu_capability`` and ``threads`` in config.json),
+and reliably only at one thread: at two, a rerun on the same machine may differ
+by round-off (one CI machine's differed by 2.4e-5 within 10 steps).
 Elsewhere the first checkpoints agree to round-off and the trajectories then
 drift apart, so the report is not only "identical or not" but where they part::
 

@@ -141,7 +141,7 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     with ``threads`` torch threads in each (default 1: a multi-threaded step waits
     for its descheduled threads when other work shares the cores, and a run's
     metrics are byte-identical only at a fixed thread count, which its config.json
-    records). A run that another process is writing is skipped (``RunResult.locked``): those the ``plan``
+    records, and reliably only at one thread). A run that another process is writing is skipped (``RunResult.locked``): those the ``plan``
     found locked are not started at all.
     With ``pack`` = K, runs that share a preset, steps and batch size train in packs of up to K,
     each pack one batched computation in one worker (``geomcap.packed``); a RunResult's

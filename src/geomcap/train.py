@@ -362,8 +362,8 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
     ``threads``: torch's CPU threads for the run (restored afterwards); None keeps
     the current setting. The default, 1, does not collapse when other processes
     share the cores (a multi-threaded step waits for its descheduled threads:
-    see the benchmarks), and makes a run's metrics the same on every machine:
-    they are byte-identical only at a fixed thread count, which
+    see the benchmarks), and makes a rerun on the same kind of CPU byte-identical:
+    at more threads a rerun may differ by round-off; the count is what
     ``provenance.threads`` in config.json records; resuming a run with another
     count warns (``ThreadsWarning``, one line naming both counts).
 
