@@ -41,7 +41,7 @@ def test_presets_lists_six_sizes_and_the_depth_variants():
     (["--task", "copy", "--level", "easy", "--steps", "-5"], "steps must be a positive integer"),
     (["--task", "copy", "--level", "easy", "--steps", "ten"], "invalid int value"),
     (["--task", "copy", "--level", "easy", "--measures", "vibes"], "unknown measure 'vibes'"),
-    (["--task", "copy", "--level", "easy", "--device", "tpu"], "unknown device 'tpu'"),
+    (["--task", "copy", "--level", "easy", "--device", "tpu"], "--device: unknown value 'tpu'"),
     (["--level", "easy"], "required: --task"),
     (["--task", "copy", "--level", "easy", "--weight-decay", "-1"], "weight_decay must be a number in [0, inf)"),
     (["--task", "copy", "--level", "easy", "--lr", "inf"], "lr must be a number in (0, inf), got inf"),
@@ -286,7 +286,7 @@ def test_train_from_reruns_with_the_recorded_thread_count(tmp_path):
     (["--from", "CONFIG", "--seed", "1"], "--from reruns a recorded run as it was: it takes no --seed"),
     (["--from", "nowhere/config.json"], "--from nowhere/config.json: no such config.json or run directory"),
     (["--from", "GARBAGE"], "not a readable config.json (JSONDecodeError)"),
-    (["--task", "copy", "--level", "easy", "--threads", "0"], "--threads must be a positive integer, got 0"),
+    (["--task", "copy", "--level", "easy", "--threads", "0"], "--threads: must be a positive integer, got 0"),
 ])
 def test_train_from_and_threads_errors(tmp_path, args, fragment):
     (tmp_path / "garbage.json").write_text("{not json")
@@ -296,6 +296,46 @@ def test_train_from_and_threads_errors(tmp_path, args, fragment):
                             text=True, cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("option, value, reason", [
+    ("--threads", "0", "must be a positive integer, got 0"),
+    ("--threads", "x", "must be a positive integer, got 'x'"),  # argparse said "invalid int value: 'x'"
+    ("--threads", "1.5", "must be a positive integer, got '1.5'"),
+    ("--device", "tpu", "unknown value 'tpu'; choose one of: auto, cpu, cuda, cuda:N"),
+    ("--device", "cudax", "unknown value 'cudax'; choose one of: auto, cpu, cuda, cuda:N"),
+    ("--device", "cuda:1", "'cuda:1' requested but CUDA is not available"),
+])
+def test_train_s_own_options_are_refused_through_their_rows(tmp_path, capsys, monkeypatch, option, value, reason):
+    """geomcap train's --device and --threads are rows (parameters.TRAIN_OPTIONS): "--NAME: REASON" (they said
+    "unknown device 'tpu'; use auto, cpu or cuda" and "--threads must be ..."), before anything is written."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same line on a machine with a GPU
+    code, out, err = run_in_process(capsys, "train", "--task", "copy", "--level", "easy", option, value,
+                                    "--out", tmp_path / "run")
+    assert (code, out, err) == (2, "", f"geomcap: error: {option}: {reason}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def rows_are_the_options(capsys, monkeypatch, command: str, rows: dict) -> None:
+    """Each row of ``rows`` is an option of ``geomcap COMMAND``: its default when not given, its help in --help."""
+    from geomcap import cli
+
+    monkeypatch.setenv("COLUMNS", "10000")  # --help unwrapped
+    code, out, _ = run_in_process(capsys, command, "--help")
+    assert code == 0
+    given = cli.build_parser().parse_args([command])
+    for name, row in rows.items():
+        assert getattr(given, name) == row.default
+        assert f"--{name.replace('_', '-')} {name.upper()} {row.describe()}" in " ".join(out.split())
+
+
+def test_train_s_own_options_take_default_and_help_from_their_rows(capsys, monkeypatch):
+    from geomcap.parameters import TRAIN_OPTIONS
+
+    rows_are_the_options(capsys, monkeypatch, "train", TRAIN_OPTIONS)
+    assert TRAIN_OPTIONS["device"].describe().endswith("default auto; with --from, the recorded run's")
 
 
 def test_train_options_are_trainconfig_s_fields():

@@ -48,6 +48,8 @@ def test_values_are_normalised(name, value, expected):
     ("layers", "deep", r"parameter layers: must be a non-negative integer, got 'deep' \(or 'final' or 'all'\)"),
     ("layers", [True], "parameter layers: must be a non-negative integer, got True"),
     ("root", 3, "parameter root: must be a string, got 3"),
+    ("device", "tpu", "parameter device: unknown value 'tpu'; choose one of: auto, cpu, cuda, cuda:N$"),
+    ("device", "cuda0", "parameter device: unknown value 'cuda0'"),
     ("steps", 0, "parameter steps: must be a positive integer, or per level as 'easy:2000,medium:4000,hard:8000'"),
     ("steps", 2.5, "parameter steps: must be a string, got 2.5"),
 ])

@@ -570,7 +570,7 @@ def test_cli_entry_point_bad_model(tmp_path):
     (["run", "--model", HUB, "--revisions", "every:0"], "--revisions: every:K needs a positive integer"),
     (["run", "--model", HUB, "--benchmarks", "chess"], "--benchmarks: unknown value 'chess'"),
     (["run", "--model", HUB, "--benchmarks", ","], "--benchmarks: empty selection"),
-    (["run", "--model", HUB, "--device", "tpu"], "unknown device 'tpu'"),
+    (["run", "--model", HUB, "--device", "tpu"], "--device: unknown value 'tpu'; choose one of: auto, cpu, cuda"),
     (["run", "--revisions", "all"], "required: --model"),
     (["standin", "--steps", "0"], "--steps: must be a positive integer, got 0"),
     (["standin", "--steps", "x"], "--steps: must be a positive integer, got 'x'"),
@@ -590,11 +590,12 @@ def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, args, fragment):
     ("revisions", "every:x", ["run", "--model", HUB, "--out", "unused"]),
     ("revisions", "step3", ["run", "--model", HUB, "--out", "unused"]),
     ("layers", "0,deep", ["show"]),
+    ("device", "tpu", ["run", "--model", HUB, "--out", "unused"]),
 ])
 def test_a_bad_pythia_value_is_the_same_line_in_the_notebook_and_the_command(capsys, tmp_path, monkeypatch, name,
                                                                              value, command):
-    """Notebook 06 and `geomcap pythia` check benchmarks, revisions and layers through the same rows: the same
-    reason, worded "parameter NAME: ..." and "--NAME: ..."."""
+    """Notebook 06 and `geomcap pythia` check benchmarks, revisions, layers and the device through the same rows:
+    the same reason, worded "parameter NAME: ..." and "--NAME: ..."."""
     from geomcap import parameters
 
     monkeypatch.chdir(tmp_path)

@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``geomcap`` command's parser: one subcommand per job; ``geomcap train``'s config options are
     TrainConfig's schema rows (:data:`geomcap.config.SETTINGS`)."""
     from geomcap.config import SETTINGS
+    from geomcap.parameters import TRAIN_OPTIONS
     from geomcap.sweep import SETTABLE_FIELDS
 
     parser = _Parser(prog="geomcap", description="Geometry of capability acquisition in small transformers.")
@@ -54,10 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "first step where a value departs by more than 1e-4 (geomcap.compare)")
     p.add_argument("--out", default=None,
                    help="the run directory itself (default: the run store root $GEOMCAP_RUNS or ./runs, under the config hash)")
-    p.add_argument("--device", default=None, help="auto (cuda when present; the default), cpu or cuda")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default 1: does not collapse when other work shares the cores, and gives "
-                        "the same metrics on every machine; with --from, the recorded run's)")
+    for name, row in TRAIN_OPTIONS.items():  # --device, --threads: checked through the same rows (cmd_train)
+        _row_option(p, name, row)
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training steps (not part of the config hash; equal metrics up to round-off)")
     p.add_argument("--quiet", action="store_true",
@@ -128,7 +127,7 @@ def _pythia_parsers(sub) -> None:
     p.add_argument("--cache-dir", default=None, help="hub download cache (default: the Hugging Face cache)")
     p.add_argument("--delete-downloads", action="store_true",
                    help="remove each hub revision from the download cache once its metrics are stored")
-    p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
+    _row_option(p, "device")
     p.add_argument("--batch-tokens", type=int, default=None,
                    help="padded tokens per forward pass (default 4096 on CPU, 16384 on GPU)")
     p.add_argument("--label", default=None, help="model name recorded for a local root (default: its own)")
@@ -143,12 +142,13 @@ def _pythia_parsers(sub) -> None:
     _row_option(p, "layers")
 
 
-def _row_option(p, name: str) -> None:
-    """The option ``--NAME`` of a parameter row (``geomcap.parameters.PARAMETERS``): its default and help; the
-    value is checked through the row where it is used (:func:`_option`)."""
+def _row_option(p, name: str, row=None) -> None:
+    """The option ``--NAME`` of a parameter row (``row``, default the row of that name in
+    ``geomcap.parameters.PARAMETERS``): its default and help; the value is checked through the row where it is
+    used (:func:`_option`)."""
     from geomcap.parameters import PARAMETERS
 
-    row = PARAMETERS[name]
+    row = PARAMETERS[name] if row is None else row
     p.add_argument("--" + name.replace("_", "-"), dest=name, default=row.default, help=row.describe())
 
 
@@ -191,7 +191,7 @@ def _config_options(p) -> None:
 def cmd_train(args) -> int:
     """``geomcap train``: one run (or ``--from``: a recorded run again, reporting how its metrics agree)."""
     from geomcap.config import TrainConfig
-    from geomcap.models import resolve_device
+    from geomcap.parameters import TRAIN_OPTIONS
     from geomcap.store import check_writable
     from geomcap.train import train
 
@@ -214,9 +214,9 @@ def cmd_train(args) -> int:
             if required not in given:
                 raise ValueError(f"the following arguments are required: --{required} (or --from CONFIG)")
         cfg = TrainConfig(**given)
-    threads = _positive("--threads", 1 if threads is None else threads)
-    device = device or "auto"
-    resolve_device(device)
+    # through their rows, as given or (--from) recorded
+    threads = _option("threads", 1 if threads is None else threads, TRAIN_OPTIONS["threads"])
+    device = _option("device", device or "auto", TRAIN_OPTIONS["device"])
     if args.out is not None:
         check_writable(args.out)
     run_dir = train(cfg, out=args.out, device=device, compile=compile, threads=threads,
@@ -428,7 +428,6 @@ def cmd_show(args) -> int:
 def cmd_pythia(args) -> int:
     """``geomcap pythia standin|run|benchmarks|show``; ``run`` exits 1 when a revision was skipped."""
     from geomcap import diagnostics, pythia
-    from geomcap.models import resolve_device
     from geomcap.parameters import STANDIN_BUILD
     from geomcap.schema import SettingError
     from geomcap.store import check_writable
@@ -466,7 +465,7 @@ def cmd_pythia(args) -> int:
         pythia.select_revisions(revisions, pythia.available_revisions(args.model))
     except SettingError as exc:  # a revision outside the hub's schedule
         raise _refusal(exc) from None
-    resolve_device(args.device)
+    _option("device", args.device)
     _positive("--batch-tokens", args.batch_tokens)
     check_writable(args.out)
     report = pythia.run(args.model, revisions=revisions, benchmarks=benchmarks, root=args.out,

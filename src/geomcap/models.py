@@ -249,14 +249,14 @@ def answer_loss(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor,
 # --- where and in which precision the models run ------------------------------
 
 def resolve_device(device: str = "auto") -> torch.device:
-    """'auto' -> cuda when present, else cpu; 'cpu' and 'cuda[:N]' as given (ValueError: CUDA absent, or
-    another name)."""
+    """'auto' -> cuda when present, else cpu; 'cpu' and 'cuda[:N]' as given. Checked through the ``device``
+    parameter row (:func:`geomcap.parameters.device_name`): a SettingError (a ValueError) for CUDA absent, or
+    another name."""
+    from geomcap.parameters import PARAMETERS
+
+    PARAMETERS["device"].check(device)
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available")
-    if device not in ("cpu",) and not device.startswith("cuda"):
-        raise ValueError(f"unknown device {device!r}; use auto, cpu or cuda")
     return torch.device(device)
 
 

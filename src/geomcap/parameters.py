@@ -1,6 +1,7 @@
 """The parameters a person types, one schema row each: the notebooks' parameters, the sweep's grid axes and the
-Pythia commands' options (:data:`PARAMETERS`), the stand-in's build (:data:`STANDIN_BUILD`), and the notebooks'
-own parameters of a generic kind (:data:`KINDS`).
+Pythia commands' options (:data:`PARAMETERS`), ``geomcap train``'s own options beside the config's
+(:data:`TRAIN_OPTIONS`), the stand-in's build (:data:`STANDIN_BUILD`), and the notebooks' own parameters of a
+generic kind (:data:`KINDS`).
 
 A row is a :class:`geomcap.schema.Param`, as a training setting is (:data:`geomcap.config.SETTINGS`), and
 reuses the training rows where a parameter holds training settings: a notebook's ``tasks`` and ``geomcap sweep
@@ -34,6 +35,7 @@ as it runs: before papermill's traceback of its own code.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from dataclasses import replace
 
@@ -58,6 +60,23 @@ def level_steps(value) -> str:
     if not isinstance(value, str):
         raise SettingError("steps", f"must be a string, got {value!r}")
     parse_steps(value)
+    return value
+
+
+def device_name(value) -> str:
+    """A device as :func:`geomcap.models.resolve_device` takes it (the ``device`` row's check): auto (cuda when
+    present), cpu, cuda or cuda:N, the last two where CUDA is available; SettingError otherwise."""
+    if not isinstance(value, str):
+        raise SettingError("device", f"must be a string, got {value!r}")
+    if value not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", value):
+        allowed = "auto, cpu, cuda, cuda:N"
+        raise SettingError("device", f"unknown value {value!r}; choose one of: {allowed}",
+                           f"unknown device {value!r}; choose one of: {allowed}")
+    if value.startswith("cuda"):
+        import torch  # only here: the rows are read without torch
+
+        if not torch.cuda.is_available():
+            raise SettingError("device", f"{value!r} requested but CUDA is not available")
     return value
 
 
@@ -91,8 +110,17 @@ PARAMETERS = {row.name: row for row in [
           help="benchmarks, comma-separated, or all"),
     Param("layers", list, "final", item=int, interval="[0, inf)", every="every recorded layer", words=("final",),
           help="final, all, or layer indices, comma-separated (0: the embeddings)"),
-    Param("device", str, "auto", help="auto (cuda when present), cpu or cuda"),
+    Param("device", str, "auto", convert=device_name, help="auto (cuda when present), cpu or cuda"),
     Param("delete_downloads", bool, False, help="remove each hub revision once its metrics are stored"),
+]}
+
+#: ``geomcap train``'s own options beside the config's (TrainConfig's rows, :data:`geomcap.config.SETTINGS`): where
+#: and how a run trains, not what; not given, ``--from`` takes the recorded run's
+TRAIN_OPTIONS = {row.name: row for row in [
+    replace(PARAMETERS["device"], default=None, none="auto; with --from, the recorded run's"),
+    Param("threads", int, None, "[1, inf)", none="1; with --from, the recorded run's",
+          help="torch CPU threads (1 does not collapse when other work shares the cores, and gives the same "
+               "metrics on every machine)"),
 ]}
 
 #: the offline Pythia stand-in's build: the keywords of :func:`geomcap.pythia.build_standin` (their defaults are
