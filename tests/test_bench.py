@@ -202,20 +202,64 @@ def _suite_times():
     return module
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--parts", "nope"], "unknown bench part"),
-    (["--rounds", "0"], "rounds must be a positive integer"),
-    (["--rankme-n", "0"], "rankme N"),
-    (["--presets", "huge"], "unknown size"),
-    (["--peer", "llama"], "unknown peer"),
-    (["--threads", "0"], "threads must be a positive integer"),
-    (["--device", "tpu"], "unknown device"),
+SIZES = "405k, 1.3m, 4m, 14m, 48m, 151m, 405k-deep, 1.3m-deep, grok-1l"
+
+
+@pytest.mark.parametrize("option, value, reason", [
+    ("--parts", "nope", "unknown value 'nope'; choose one of: throughput, geometry, costly, rankme, threads, "
+                        "llc_calibration, scale (or 'default' or 'all')"),
+    ("--parts", ",", "empty selection: name one or more values, comma-separated (or 'default' or 'all')"),
+    ("--device", "tpu", "unknown value 'tpu'; choose one of: auto, cpu, cuda, cuda:N"),
+    ("--device", "cuda", "'cuda' requested but CUDA is not available"),
+    ("--threads", "0", "must be a positive integer, got 0"),
+    ("--threads", "x", "must be a positive integer, got 'x'"),
+    ("--presets", "huge", f"unknown value 'huge'; choose one of: {SIZES} (or 'auto')"),
+    ("--presets", "all", f"unknown value 'all'; choose one of: {SIZES} (or 'auto')"),
+    ("--max-step-s", "0", "must be a number in (0, inf), got 0.0"),
+    ("--max-step-s", "x", "must be a number in (0, inf), got 'x'"),
+    ("--task", "chess", "unknown value 'chess'; choose one of: copy, reverse, compare, parity, add, mod, sort, mul"),
+    ("--level", "x", "unknown value 'x'; choose one of: easy, medium, hard"),
+    ("--batch-size", "0", "must be a positive integer, got 0"),
+    ("--batch-size", "2.5", "must be a positive integer, got '2.5'"),
+    ("--rounds", "0", "must be a positive integer, got 0"),
+    ("--block-s", "-1", "must be a number in (0, inf), got -1.0"),
+    ("--block-s", "inf", "must be a number in (0, inf), got inf"),
+    ("--peer", "llama", "unknown value 'llama'; choose one of: none, gpt2, gpt-neox"),
+    ("--compile", "405k,huge", f"unknown value 'huge'; choose one of: {SIZES}"),
+    ("--rankme-n", "0", "must be a positive integer, got 0"),
+    ("--rankme-n", ",", "empty selection: name one or more values, comma-separated"),
+    ("--rankme-d", "16,x", "must be a positive integer, got 'x'"),
+    ("--rankme-repeats", "0", "must be a positive integer, got 0"),
+    ("--costly-repeats", "x", "must be a positive integer, got 'x'"),
+    ("--peak-n", "-5", "must be a positive integer, got -5"),
 ])
-def test_cli_bench_bad_input(tmp_path, capsys, argv, message):
-    out = tmp_path / "r.json"
-    assert main(["bench", *argv, "--out", str(out), "--quiet"]) == 2
-    assert message in capsys.readouterr().err
-    assert not out.exists()
+def test_cli_bench_bad_input(tmp_path, capsys, monkeypatch, option, value, reason):
+    """Every option of geomcap bench is a row of parameters.BENCH: a bad value is one line "--NAME: REASON",
+    before anything runs or is written (they said "rounds must be a positive integer, got 0" without the option,
+    "unknown peer 'llama'", argparse's "invalid int value: 'x'", or "block_s and max_step_s must be positive")."""
+    def runs(*args, **kwargs):
+        raise AssertionError("the bench ran")
+
+    monkeypatch.setattr(bench, "run_bench", runs)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same line on a machine with a GPU
+    assert main(["bench", option, value, "--out", str(tmp_path / "r.json"), "--quiet"]) == 2
+    assert capsys.readouterr() == ("", f"geomcap: error: {option}: {reason}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("keyword, value", [("rounds", 0), ("block_s", 0.0), ("peer", "llama"), ("task", "chess"),
+                                            ("compile_presets", "405k,huge"), ("presets", "huge"), ("parts", "nope"),
+                                            ("threads", 0), ("peak_n", -5), ("rankme_repeats", 0)])
+def test_run_bench_refuses_what_the_command_refuses(tmp_path, capsys, keyword, value):
+    """run_bench checks its keywords through the rows of geomcap bench's options: the same reason."""
+    from geomcap.schema import SettingError
+
+    with pytest.raises(SettingError) as from_python:
+        bench.run_bench(tmp_path / "python.json", **{keyword: value}, progress=False)
+    option = "--" + {"compile_presets": "compile"}.get(keyword, keyword).replace("_", "-")
+    assert main(["bench", option, str(value), "--out", str(tmp_path / "command.json"), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"geomcap: error: {option}: {from_python.value.reason}\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_compile_option_keeps_the_config_hash(tmp_path):

@@ -338,6 +338,32 @@ def test_train_s_own_options_take_default_and_help_from_their_rows(capsys, monke
     assert TRAIN_OPTIONS["device"].describe().endswith("default auto; with --from, the recorded run's")
 
 
+def test_bench_s_options_take_default_and_help_from_their_rows(capsys, monkeypatch):
+    """Every option of geomcap bench but --out, --update and --quiet is a row of parameters.BENCH; the recorded
+    command spells each default as before (--rankme-n 512,4096,32768; --compile, none, left out)."""
+    from geomcap import bench, cli
+    from geomcap.parameters import BENCH
+
+    rows_are_the_options(capsys, monkeypatch, "bench", BENCH)
+
+    class Stop(Exception):
+        pass
+
+    def runs(out, **settings):  # what geomcap bench would run, not run
+        raise Stop(settings)
+
+    monkeypatch.setattr(bench, "run_bench", runs)
+    with pytest.raises(Stop) as stopped:
+        cli.main(["bench", "--out", "r.json", "--device", "cpu"])
+    settings = stopped.value.args[0]
+    assert settings["command"] == (
+        "geomcap bench --parts default --out r.json --device cpu --presets auto --max-step-s 2.0 --task add "
+        "--level hard --batch-size 128 --rounds 7 --block-s 1.5 --peer gpt2 --rankme-n 512,4096,32768 "
+        "--rankme-d 128,768,2560 --costly-repeats 3")
+    assert settings["parts"] == list(bench.DEFAULT_PARTS) and settings["compile_presets"] == []
+    assert settings["rankme_sizes"] == [(n, d) for n in bench.RANKME_N for d in bench.RANKME_D]
+
+
 def test_train_options_are_trainconfig_s_fields():
     """Every TrainConfig field is an option of geomcap train, with the field's type; an option not given is
     not in the namespace, so TrainConfig's default applies."""

@@ -480,33 +480,17 @@ def cmd_pythia(args) -> int:
 
 
 def _bench_parser(sub) -> None:
-    """``geomcap bench`` and its options (see :mod:`geomcap.bench`)."""
+    """``geomcap bench`` and its options (see :mod:`geomcap.bench`): those of its rows
+    (``geomcap.parameters.BENCH``), --out, --update and --quiet."""
+    from geomcap.parameters import BENCH
+
     p = sub.add_parser("bench", help="benchmarks: throughput vs a transformers peer and the matmul peak, cost of "
                                      "the measures, RankMe vs a naive SVD (JSON into data/bench)")
-    p.add_argument("--parts", default="default",
-                   help="comma-separated parts: throughput, geometry, costly, rankme, threads, "
-                        "llc_calibration (default: the first four; all: every part)")
-    p.add_argument("--out", default=None, help="result file (default data/bench/<device>.json, e.g. cpu-2core.json)")
-    p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch and BLAS threads (default one per core; use 1 on a CPU shared with other work)")
-    p.add_argument("--presets", default="auto", help="comma-separated presets, or auto: those whose step fits "
-                                                     "--max-step-s on this device")
-    p.add_argument("--max-step-s", type=float, default=2.0, help="auto presets: estimated seconds per step; default 2")
-    p.add_argument("--task", default="add", help="task whose batches are timed; default add")
-    p.add_argument("--level", default="hard", help="its level; default hard")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (medians over them); default 7")
-    p.add_argument("--block-s", type=float, default=1.5, help="seconds of training steps per timed block; default 1.5")
-    p.add_argument("--peer", default="gpt2", help="gpt2, gpt-neox, or none; default gpt2")
-    p.add_argument("--compile", default="", help="comma-separated presets also timed under torch.compile")
-    p.add_argument("--rankme-n", default="512,4096,32768", help="RankMe sizes N (rows); default 512,4096,32768")
-    p.add_argument("--rankme-d", default="128,768,2560", help="RankMe sizes d (columns); default 128,768,2560")
-    p.add_argument("--rankme-repeats", type=int, default=None,
-                   help="repetitions per RankMe size (default by size: 5, 3, or 1 for the largest)")
-    p.add_argument("--costly-repeats", type=int, default=3)
-    p.add_argument("--peak-n", type=int, default=None,
-                   help="matmul peak: n x n product; default 2048 on the CPU, 8192 on CUDA")
+    for name, row in BENCH.items():  # checked through the same rows (cmd_bench, run_bench)
+        _row_option(p, name, row)
+        if name == "parts":  # --out second, where the recorded command (_bench_command) has it
+            p.add_argument("--out", default=None,
+                           help="result file (default data/bench/<device>.json, e.g. cpu-2core.json)")
     p.add_argument("--update", action="store_true",
                    help="keep the other parts of an existing --out file and replace only the parts run now")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -518,6 +502,8 @@ def _bench_command(args) -> str:
 
     words = ["geomcap", "bench"]
     for key, value in vars(args).items():
+        if isinstance(value, (list, tuple)):  # a row's default: --rankme-n 512,4096,32768; --compile none
+            value = ",".join(map(str, value))
         if key == "command" or value in (None, False, ""):
             continue
         flag = "--" + key.replace("_", "-")
@@ -529,19 +515,19 @@ def cmd_bench(args) -> int:
     """``geomcap bench``: the benchmarks' parts into a JSON file, then their figures and targets."""
     from geomcap import bench
     from geomcap.models import resolve_device
+    from geomcap.parameters import BENCH
 
-    parts = bench.parse_parts(args.parts)
-    dev = resolve_device(args.device)
+    given = {name: _option(name, getattr(args, name), row) for name, row in BENCH.items()}  # before any work
+    dev = resolve_device(given["device"])
     out = args.out or str(bench.committed_results_dir() / bench.default_output_name(dev))
-    peer = None if args.peer == "none" else args.peer
-    rankme_sizes = bench.parse_sizes(args.rankme_n, args.rankme_d)
-    _positive("--rankme-repeats", args.rankme_repeats)
-    result = bench.run_bench(out, parts=parts, device=args.device, presets=args.presets, task=args.task,
-                             level=args.level, batch_size=args.batch_size, rounds=args.rounds,
-                             block_s=args.block_s, max_step_s=args.max_step_s, peer=peer,
-                             compile_presets=args.compile, rankme_sizes=rankme_sizes,
-                             rankme_repeats=args.rankme_repeats, costly_repeats=args.costly_repeats,
-                             peak_n=args.peak_n, threads=args.threads,
+    result = bench.run_bench(out, parts=bench.parse_parts(given["parts"]), device=given["device"],
+                             presets=args.presets,  # checked; the result records it as typed
+                             task=given["task"], level=given["level"], batch_size=given["batch_size"],
+                             rounds=given["rounds"], block_s=given["block_s"], max_step_s=given["max_step_s"],
+                             peer=given["peer"], compile_presets=given["compile"],
+                             rankme_sizes=bench.parse_sizes(given["rankme_n"], given["rankme_d"]),
+                             rankme_repeats=given["rankme_repeats"], costly_repeats=given["costly_repeats"],
+                             peak_n=given["peak_n"], threads=given["threads"],
                              command=_bench_command(args), update=args.update, progress=not args.quiet)
     table = bench.figures_table(result)
     print(table.to_string(index=False) if len(table) else "no figures")

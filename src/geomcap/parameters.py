@@ -1,7 +1,7 @@
 """The parameters a person types, one schema row each: the notebooks' parameters, the sweep's grid axes and the
 Pythia commands' options (:data:`PARAMETERS`), ``geomcap train``'s own options beside the config's
-(:data:`TRAIN_OPTIONS`), the stand-in's build (:data:`STANDIN_BUILD`), and the notebooks' own parameters of a
-generic kind (:data:`KINDS`).
+(:data:`TRAIN_OPTIONS`), the stand-in's build (:data:`STANDIN_BUILD`), ``geomcap bench``'s options
+(:data:`BENCH`), and the notebooks' own parameters of a generic kind (:data:`KINDS`).
 
 A row is a :class:`geomcap.schema.Param`, as a training setting is (:data:`geomcap.config.SETTINGS`), and
 reuses the training rows where a parameter holds training settings: a notebook's ``tasks`` and ``geomcap sweep
@@ -150,6 +150,53 @@ KINDS = {"flag": Param("flag", bool), "text": Param("text", str),
          "fraction": Param("fraction", float, interval="(0, 1]"),
          "count": Param("count", int, interval="[0, inf)"), "positive": Param("positive", int, interval="[1, inf)"),
          "number": Param("number", float, interval="[0, inf)")}
+
+
+def _positive(name: str, default, help: str, none: str | None = None) -> Param:
+    """A positive integer (the ``positive`` kind's row) of this name, default and help."""
+    return replace(KINDS["positive"], name=name, default=default, help=help, none=none)
+
+
+def compiled_presets(value) -> list:
+    """``geomcap bench --compile``'s presets as a list, each checked as ``TrainConfig.size`` is (the ``compile``
+    row's check); none (None, an empty list or blank text, its default) as []."""
+    if value is None or (isinstance(value, str) and not value.strip(" ,")) or value in ((), []):
+        return []
+    return replace(BENCH["compile"], convert=None).check(value)
+
+
+#: the parts of ``geomcap bench``: those it runs by default (its ``--parts default``), then the optional ones
+DEFAULT_BENCH_PARTS = ("throughput", "geometry", "costly", "rankme")
+OPTIONAL_BENCH_PARTS = ("threads", "llc_calibration", "scale")
+
+#: the options of ``geomcap bench`` and the keywords of :func:`geomcap.bench.run_bench` (``compile``: its
+#: ``compile_presets``); :mod:`geomcap.bench` reads its parts, peers and RankMe sizes here
+BENCH = {row.name: row for row in [
+    Param("parts", list, "default", choices=DEFAULT_BENCH_PARTS + OPTIONAL_BENCH_PARTS, every="every part",
+          words=("default",), help="parts, comma-separated, all (every part) or default (the first four)"),
+    PARAMETERS["device"],
+    replace(TRAIN_OPTIONS["threads"], none="one per core",
+            help="torch and BLAS threads (use 1 on a CPU shared with other work)"),
+    Param("presets", list, "auto", choices=SETTINGS["size"].choices, words=("auto",),
+          help="presets, comma-separated, or auto: those whose step fits --max-step-s on this device"),
+    Param("max_step_s", float, 2.0, "(0, inf)", help="auto presets: estimated seconds per step"),
+    replace(SETTINGS["task"], default="add", help="task whose batches are timed"),
+    replace(SETTINGS["level"], default="hard", help="its level"),
+    replace(SETTINGS["batch_size"], help="sequences per timed step"),
+    _positive("rounds", 7, "interleaved timing rounds (medians over them)"),
+    Param("block_s", float, 1.5, "(0, inf)", help="seconds of training steps per timed block"),
+    Param("peer", str, "gpt2", choices=("gpt2", "gpt-neox"), none="no peer",
+          help="the transformers model of the same shape timed beside geomcap's, or none"),
+    Param("compile", list, (), choices=SETTINGS["size"].choices, convert=compiled_presets,
+          help="presets also timed under torch.compile, comma-separated"),
+    Param("rankme_n", list, (512, 4096, 32768), item=int, interval="[1, inf)",
+          help="RankMe sizes N (rows), comma-separated"),
+    Param("rankme_d", list, (128, 768, 2560), item=int, interval="[1, inf)",
+          help="RankMe sizes d (columns), comma-separated"),
+    _positive("rankme_repeats", None, "repetitions per RankMe size", none="by size: 5, 3, or 1 for the largest"),
+    _positive("costly_repeats", 3, "repetitions per costly measure"),
+    _positive("peak_n", None, "matmul peak: n x n product", none="2048 on the CPU, 8192 on CUDA"),
+]}
 
 
 def row(name: str, kind: str | None = None) -> Param:

@@ -18,12 +18,13 @@ A setting is a :class:`Param`, one row of a declarative table, as scikit-learn's
 The tables: :class:`geomcap.config.TrainConfig`'s fields, each declared with :func:`setting` and collected
 by :func:`table` (:data:`geomcap.config.SETTINGS`), and every other parameter a person types
 (``geomcap.parameters``: the notebooks' parameters, the sweep's grid axes, ``geomcap train``'s device and threads,
-the Pythia commands' options and the stand-in's build, reusing the training rows: a notebook's ``seeds`` are checked as ``TrainConfig.seed``
-is). One check reads them all: :meth:`Param.check` (a value, from Python), :meth:`Param.parse` (text, from
-``geomcap train --OPTION`` or ``geomcap sweep --set``) and :meth:`Param.read` (a value as a person typed it:
-a command line's text, papermill's ``-p``). A bad value raises :class:`SettingError`: a ValueError of one
-line naming the setting, the value and what it may be; its ``reason`` is the same line without the name,
-which the notebooks write as "parameter NAME: REASON" and the command as "--NAME: REASON".
+``geomcap bench``'s options, the Pythia commands' options and the stand-in's build, reusing the training rows:
+a notebook's ``seeds`` are checked as ``TrainConfig.seed`` is). One check reads them all: :meth:`Param.check`
+(a value, from Python), :meth:`Param.parse` (text, from ``geomcap train --OPTION`` or ``geomcap sweep --set``)
+and :meth:`Param.read` (a value as a person typed it: a command line's text, papermill's ``-p``). A bad value
+raises :class:`SettingError`: a ValueError of one line naming the setting, the value and what it may be; its
+``reason`` is the same line without the name, which the notebooks write as "parameter NAME: REASON" and the
+command as "--NAME: REASON".
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ from geomcap import geometry, tasks
 from geomcap.bench.machine import log_progress, time_once
 from geomcap.bench.step import GRID_STEPS, make_train_step
 from geomcap.models import build
+from geomcap.parameters import BENCH
 
-RANKME_N = (512, 4096, 32768)
-RANKME_D = (128, 768, 2560)
+#: the RankMe sizes N and d timed by default (``geomcap bench --rankme-n/--rankme-d``: their rows' defaults)
+RANKME_N, RANKME_D = tuple(BENCH["rankme_n"].default), tuple(BENCH["rankme_d"].default)
 COSTLY_PARTS = ("per_example_gradients", "grad_rank", "grad_cov_rank", "hessian", "llc")
 #: (num_chains, num_draws) of the LLC tried by :func:`llc_calibration`; the first is ``LLC_DEFAULTS``'
 LLC_SETTINGS = ((4, 200), (4, 100), (2, 100), (1, 100))

@@ -14,53 +14,45 @@ from geomcap.bench.machine import (committed_results_dir, load_average, log_prog
 from geomcap.bench.measures import RANKME_D, RANKME_N, costly_cost, geometry_cost, llc_calibration, rankme_vs_naive
 from geomcap.bench.projections import check_targets, project_grid
 from geomcap.bench.scale import SCALE_PRESETS, scale_steps
-from geomcap.bench.step import PEERS, select_presets, thread_contention, throughput
-from geomcap.models import check_preset
+from geomcap.bench.step import select_presets, thread_contention, throughput
+from geomcap.parameters import BENCH, DEFAULT_BENCH_PARTS, OPTIONAL_BENCH_PARTS
 
-DEFAULT_PARTS = ("throughput", "geometry", "costly", "rankme")
-OPTIONAL_PARTS = ("threads", "llc_calibration", "scale")
-ALL_PARTS = DEFAULT_PARTS + OPTIONAL_PARTS
+DEFAULT_PARTS = DEFAULT_BENCH_PARTS
+OPTIONAL_PARTS = OPTIONAL_BENCH_PARTS
+ALL_PARTS = BENCH["parts"].choices
 
 
 # --- the whole bench ------------------------------------------------------------
 
-def parse_parts(text) -> list[str]:
-    """'default', 'all' or a comma-separated list of parts -> list (checked)."""
-    if isinstance(text, str):
-        if text == "default":
-            return list(DEFAULT_PARTS)
-        if text == "all":
-            return list(ALL_PARTS)
-        text = [t.strip() for t in text.split(",") if t.strip()]
-        if not text:
-            raise ValueError(f"no bench part given; choose from: {', '.join(ALL_PARTS)}, or default, all")
-    parts = list(text)
-    unknown = [p for p in parts if p not in ALL_PARTS]
-    if unknown:
-        raise ValueError(f"unknown bench part {unknown[0]!r}; choose from: {', '.join(ALL_PARTS)}")
-    return parts
+def parse_parts(value) -> list[str]:
+    """'default', 'all' or parts (comma-separated text or a list) -> list, checked through the ``parts`` row
+    (``geomcap.parameters.BENCH``)."""
+    parts = BENCH["parts"].chosen(value)
+    return list(DEFAULT_PARTS) if parts == "default" else parts
 
 
-def parse_sizes(n_text, d_text) -> list[tuple[int, int]]:
-    """'512,4096' and '128,768' -> every (N, d) pair, checked positive."""
-    def ints(text, name):
-        try:
-            values = [int(x) for x in str(text).split(",") if x.strip()]
-        except ValueError:
-            raise ValueError(f"{name} must be comma-separated positive integers, got {text!r}") from None
-        if not values or min(values) < 1:
-            raise ValueError(f"{name} must be comma-separated positive integers, got {text!r}")
-        return values
-    return [(n, d) for n in ints(n_text, "rankme N") for d in ints(d_text, "rankme d")]
+def parse_sizes(n_values, d_values) -> list[tuple[int, int]]:
+    """RankMe sizes N and d (comma-separated text such as '512,4096', or lists) -> every (N, d) pair, each
+    checked through its row."""
+    return [(n, d) for n in BENCH["rankme_n"].read(n_values) for d in BENCH["rankme_d"].read(d_values)]
 
 
-def run_bench(out, parts=DEFAULT_PARTS, device: str = "auto", presets="auto", task: str = "add",
-              level: str = "hard", batch_size: int = 128, rounds: int = 7, block_s: float = 1.5,
-              max_step_s: float = 2.0, peer: str | None = "gpt2", compile_presets=(),
-              rankme_sizes=None, rankme_repeats: int | None = None, costly_repeats: int = 3,
-              peak_n: int | None = None, threads: int | None = None,
+_DEFAULT = {name: row.default for name, row in BENCH.items()}
+
+
+def run_bench(out, parts=_DEFAULT["parts"], device: str = _DEFAULT["device"], presets=_DEFAULT["presets"],
+              task: str = _DEFAULT["task"], level: str = _DEFAULT["level"], batch_size: int = _DEFAULT["batch_size"],
+              rounds: int = _DEFAULT["rounds"], block_s: float = _DEFAULT["block_s"],
+              max_step_s: float = _DEFAULT["max_step_s"], peer: str | None = _DEFAULT["peer"],
+              compile_presets=_DEFAULT["compile"], rankme_sizes=None,
+              rankme_repeats: int | None = _DEFAULT["rankme_repeats"], costly_repeats: int = _DEFAULT["costly_repeats"],
+              peak_n: int | None = _DEFAULT["peak_n"], threads: int | None = _DEFAULT["threads"],
               command: str | None = None, update: bool = False, progress: bool = True) -> dict:
     """Run the chosen parts in one process and write the result to the JSON file ``out``.
+
+    Each argument but ``out``, ``rankme_sizes`` and the last three is checked through its row
+    (``geomcap.parameters.BENCH``, which also gives the defaults; ``compile_presets``: the ``compile`` row),
+    before anything is measured: a ValueError of one line.
 
     The file is rewritten after every part (a long bench killed midway keeps
     what it measured). Returns the result dict: machine, load averages,
@@ -83,26 +75,15 @@ def run_bench(out, parts=DEFAULT_PARTS, device: str = "auto", presets="auto", ta
     from geomcap.train import check_writable, resolve_device
 
     parts = parse_parts(parts)
+    for name, value in (("device", device), ("presets", presets), ("max_step_s", max_step_s), ("task", task),
+                        ("level", level), ("batch_size", batch_size), ("rounds", rounds), ("block_s", block_s),
+                        ("peer", peer), ("rankme_repeats", rankme_repeats), ("costly_repeats", costly_repeats),
+                        ("peak_n", peak_n), ("threads", threads)):
+        BENCH[name].check(value)  # each through its row: "rounds must be a positive integer, got 0"
+    compile_presets = BENCH["compile"].check(compile_presets)
     dev = resolve_device(device)
-    tasks.check_task_level(task, level)
     if peak_n is None:
         peak_n = 8192 if dev.type == "cuda" else 2048  # a GPU needs a larger product to approach its peak
-    for name, value in (("rounds", rounds), ("batch_size", batch_size), ("costly_repeats", costly_repeats),
-                        ("peak_n", peak_n)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if not block_s > 0 or not max_step_s > 0:
-        raise ValueError("block_s and max_step_s must be positive")
-    if peer is not None and peer not in PEERS:
-        raise ValueError(f"unknown peer {peer!r}; choose one of: {', '.join(PEERS)}")
-    if presets != "auto":
-        select_presets(presets, dev, 1.0, 1, 1)  # validates names
-    compile_presets = [p.strip() for p in compile_presets.split(",") if p.strip()] \
-        if isinstance(compile_presets, str) else list(compile_presets)
-    for p in compile_presets:
-        check_preset(p)
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
     rankme_sizes = list(rankme_sizes) if rankme_sizes is not None else [(n, d) for n in RANKME_N for d in RANKME_D]
     out = Path(out)
     if out.suffix != ".json":

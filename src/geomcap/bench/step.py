@@ -16,8 +16,10 @@ import torch.nn as nn
 from geomcap import tasks
 from geomcap.bench.machine import log_progress, matmul_peak, memory_gib, peak_dtype, time_once, time_repeats
 from geomcap.models import PRESETS, LogitsOnly, build, check_preset, count_parameters
+from geomcap.parameters import BENCH
 
-PEERS = ("gpt2", "gpt-neox")
+#: the peers ``build_peer`` builds: the choices of ``geomcap bench --peer`` (its row)
+PEERS = BENCH["peer"].choices
 # the step budget of the committed grid (scripts/cpu_grid.sh), used for projections
 GRID_STEPS = {"easy": 2000, "medium": 4000, "hard": 3000}
 
