@@ -250,7 +250,7 @@ def answer_loss(model: nn.Module, prompts: torch.Tensor, answers: torch.Tensor,
 
 def resolve_device(device: str = "auto") -> torch.device:
     """'auto' -> cuda when present, else cpu; 'cpu' and 'cuda[:N]' as given. Checked through the ``device``
-    parameter row (:func:`geomcap.parameters.device_name`): a SettingError (a ValueError) for CUDA absent, or
+    parameter row (``geomcap.parameters.device_name``): a SettingError (a ValueError) for CUDA absent, or
     another name."""
     from geomcap.parameters import PARAMETERS
 
