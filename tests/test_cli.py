@@ -364,6 +364,77 @@ def test_bench_s_options_take_default_and_help_from_their_rows(capsys, monkeypat
     assert settings["rankme_sizes"] == [(n, d) for n in bench.RANKME_N for d in bench.RANKME_D]
 
 
+#: the refusals of a positive-integer row, and of the device row (CUDA absent), as (value, reason)
+POSITIVE_REFUSALS = [("0", "must be a positive integer, got 0"), ("-3", "must be a positive integer, got -3"),
+                     ("x", "must be a positive integer, got 'x'"),  # argparse said "invalid int value: 'x'"
+                     ("1.5", "must be a positive integer, got '1.5'")]
+DEVICE_REFUSALS = [("tpu", "unknown value 'tpu'; choose one of: auto, cpu, cuda, cuda:N"),
+                   ("cuda", "'cuda' requested but CUDA is not available")]
+MEASURES = "grad_rank, grad_cov_rank, hessian_top, llc"
+
+
+def refused(capsys, monkeypatch, tmp_path, argv, option: str, reason: str) -> None:
+    """``geomcap ARGV`` on a machine without CUDA: exit 2, the one line "--OPTION: REASON", nothing written."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same line on a machine with a GPU
+    code, out, err = run_in_process(capsys, *argv)
+    assert (code, out, err) == (2, "", f"geomcap: error: {option}: {reason}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option, value, reason", [
+    *[(option, value, reason) for option in ("--workers", "--threads", "--pack")
+      for value, reason in POSITIVE_REFUSALS],
+    *[("--device", value, reason) for value, reason in DEVICE_REFUSALS],
+    ("--measures", "vibes", f"unknown value 'vibes'; choose one of: {MEASURES}"),
+    ("--measures", "llc,vibes", f"unknown value 'vibes'; choose one of: {MEASURES}"),
+])
+def test_sweep_s_own_options_are_refused_through_their_rows(tmp_path, capsys, monkeypatch, option, value, reason):
+    """geomcap sweep's --workers, --device, --threads, --pack and --measures are rows (parameters.SWEEP):
+    "--NAME: REASON" before anything is planned or written (they said "--workers must be a positive integer,
+    got 0", argparse's "invalid int value", "unknown device 'tpu'; ...", "unknown measure 'vibes'; ...")."""
+    from geomcap import sweep
+
+    def plans(*args, **kwargs):
+        raise AssertionError("the sweep was planned")
+
+    monkeypatch.setattr(sweep, "plan", plans)
+    refused(capsys, monkeypatch, tmp_path, ["sweep", "--tasks", "copy", "--levels", "easy", option, value,
+                                            "--root", tmp_path / "runs"], option, reason)
+
+
+def test_sweep_s_own_options_take_default_and_help_from_their_rows(tmp_path, capsys, monkeypatch):
+    """Each of geomcap sweep's own options is a row of parameters.SWEEP; run_sweep gets the values it got before
+    (None where not given, numbers as ints, the device as typed), and every run the measures."""
+    from geomcap import cli, sweep
+    from geomcap.parameters import SWEEP
+
+    rows_are_the_options(capsys, monkeypatch, "sweep", SWEEP)
+
+    class Stop(Exception):
+        pass
+
+    class Plan:
+        def lines(self):
+            return []
+
+    def runs(configs, **options):  # what geomcap sweep would train, not trained
+        raise Stop(configs, options)
+
+    monkeypatch.setattr(sweep, "plan", lambda *args, **kwargs: Plan())
+    monkeypatch.setattr(sweep, "run_sweep", runs)
+    sweep_copy = ["sweep", "--tasks", "copy", "--levels", "easy", "--root", str(tmp_path)]
+    for options, expected in (([], dict(device="cpu", workers=None, threads=None, pack=None)),
+                              (["--workers", "2", "--threads", "3", "--pack", "4", "--device", "auto"],
+                               dict(device="auto", workers=2, threads=3, pack=4))):
+        with pytest.raises(Stop) as stopped:
+            cli.main(sweep_copy + options + ["--measures", "llc,hessian"])
+        configs, given = stopped.value.args
+        assert {name: given[name] for name in expected} == expected
+        assert [c.measures for c in configs] == [("hessian_top", "llc")]
+
+
 def test_train_options_are_trainconfig_s_fields():
     """Every TrainConfig field is an option of geomcap train, with the field's type; an option not given is
     not in the namespace, so TrainConfig's default applies."""

@@ -181,8 +181,37 @@ def test_sweep_pack_option_rejects_a_non_positive_pack(tmp_path, capsys):
     from geomcap.cli import main
 
     assert main(["sweep", "--tasks", "copy", "--levels", "easy", "--pack", "0", "--root", str(tmp_path)]) == 2
-    assert "--pack must be a positive integer, got 0" in capsys.readouterr().err
+    assert capsys.readouterr().err == "geomcap: error: --pack: must be a positive integer, got 0\n"
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+@pytest.mark.parametrize("keyword, value", [("workers", 0), ("threads", -1), ("pack", 0), ("device", "tpu"),
+                                            ("device", "cuda:1")])
+def test_run_sweep_refuses_what_the_command_refuses(tmp_path, capsys, monkeypatch, keyword, value):
+    """run_sweep checks workers, threads, pack and its own workers' device through the rows of geomcap sweep's
+    options: the same reason, before anything is read or trained (workers=0 ran one worker per core)."""
+    import torch
+
+    from geomcap.cli import main
+    from geomcap.schema import SettingError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    configs = grid(tasks=["copy"], levels=["easy"], steps=2, **TINY)
+    with pytest.raises(SettingError) as from_python:
+        run_sweep(configs, root=tmp_path / "python", progress=False, **{keyword: value})
+    assert main(["sweep", "--tasks", "copy", "--levels", "easy", f"--{keyword}", str(value),
+                 "--root", str(tmp_path / "command")]) == 2
+    assert capsys.readouterr().err == f"geomcap: error: --{keyword}: {from_python.value.reason}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_outside_executor_s_device_is_left_to_its_workers(tmp_path, monkeypatch):
+    """With an outside executor (Slurm, dask) the workers may have the GPU this machine lacks: run_sweep does not
+    refuse device="cuda" here; its own workers' device is checked (test above)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert run_sweep([], root=tmp_path, executor=ThreadPoolExecutor(1), device="cuda", progress=False) == []
 
 
 def test_local_workers_default_to_one_thread(tmp_path, monkeypatch):

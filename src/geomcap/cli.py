@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``geomcap`` command's parser: one subcommand per job; ``geomcap train``'s config options are
     TrainConfig's schema rows (:data:`geomcap.config.SETTINGS`)."""
     from geomcap.config import SETTINGS
-    from geomcap.parameters import TRAIN_OPTIONS
+    from geomcap.parameters import SWEEP, TRAIN_OPTIONS
     from geomcap.sweep import SETTABLE_FIELDS
 
     parser = _Parser(prog="geomcap", description="Geometry of capability acquisition in small transformers.")
@@ -67,17 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     for axis in (*GRID_AXES, "steps"):
         _row_option(p, axis)
     p.add_argument("--root", default=None, help="run store root (default $GEOMCAP_RUNS or ./runs)")
-    p.add_argument("--workers", type=int, default=None, help="local worker processes (default: one per core)")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (workers share the device)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per worker (default 1: does not collapse when other work shares the cores, "
-                        "and gives byte-identical metrics on a rerun; more only on otherwise idle cores)")
-    p.add_argument("--measures", type=SETTINGS["measures"].parser(), default=(), help=SETTINGS["measures"].describe())
-    p.add_argument("--pack", type=int, default=None, metavar="K",
-                   help="train up to K runs of one preset, steps and batch size as one batched computation "
-                        "per worker (metrics as if trained alone, up to rounding); default none, one run per "
-                        "worker: on a 2-core CPU packs are not faster (data/bench/packing-2core.json); "
-                        "packing is meant for a GPU")
+    for name, row in SWEEP.items():  # --workers, --device, --threads, --measures, --pack: checked through the rows
+        _row_option(p, name, row)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a training setting for every run (repeatable): " + ", ".join(
                        f"{name} (default {SETTINGS[name].default_text()})" for name in SETTABLE_FIELDS))
@@ -282,26 +273,23 @@ NAMED_AXES = ("sizes", "seeds")
 def cmd_sweep(args) -> int:
     """``geomcap sweep``: the grid's runs into the run store; exit 1 if one failed or was skipped."""
     from geomcap.config import parse_steps
-    from geomcap.models import resolve_device
     from dataclasses import replace
 
     from geomcap import store
-    from geomcap.parameters import PARAMETERS
+    from geomcap.parameters import PARAMETERS, SWEEP
     from geomcap.sweep import grid, parse_settings, plan, run_sweep
 
     _check_path(args.root, "--root")
     _check_store_root(args.root)
     named = {axis: replace(PARAMETERS[axis], every=None) for axis in NAMED_AXES}  # their "all": not a value here
     axes = {axis: _option(axis, getattr(args, axis), named.get(axis)) for axis in GRID_AXES}
-    configs = grid(**axes, steps=parse_steps(_option("steps", args.steps)), measures=args.measures,
+    given = {name: _option(name, getattr(args, name), row) for name, row in SWEEP.items()}  # the same rows as run_sweep
+    configs = grid(**axes, steps=parse_steps(_option("steps", args.steps)), measures=given.pop("measures"),
                    **parse_settings(args.set))
-    resolve_device(args.device)
-    _positive("--workers", args.workers), _positive("--pack", args.pack), _positive("--threads", args.threads)
-    the_plan = plan(configs, [args.root if args.root is not None else store.default_root()], workers=args.workers,
-                    pack=args.pack)
+    the_plan = plan(configs, [args.root if args.root is not None else store.default_root()],
+                    workers=given["workers"], pack=given["pack"])
     print("\n".join(the_plan.lines()), flush=True)  # what it will train, what exists, and for how long
-    results = run_sweep(configs, root=args.root, device=args.device, workers=args.workers, threads=args.threads,
-                        pack=args.pack, plan=the_plan, bars=False if args.quiet else None)
+    results = run_sweep(configs, root=args.root, **given, plan=the_plan, bars=False if args.quiet else None)
     failed = [r for r in results if not r.ok and not r.locked]
     skipped = [r for r in results if r.locked]  # each named in one line as the sweep ran
     print(f"{sum(r.ok for r in results)} runs complete, {len(failed)} failed"

@@ -75,10 +75,18 @@ SEED_RANGE = "[0, 4294967295]"
 
 
 def check_measures(value) -> tuple[str, ...]:
-    """``measures``: a sequence of costly measures' names (:func:`geomcap.measures.costly_option`)."""
+    """``measures``: a sequence of costly measures' names (:func:`geomcap.measures.costly_option`); a
+    SettingError whose reason is worded as a row's choice ("unknown value 'x'; choose one of: ...")."""
     if isinstance(value, str) or not all(isinstance(m, str) for m in value):
         raise SettingError("measures", f"must be a sequence of names, got {value!r}")
-    return tuple(measures.costly_option(m) for m in value)
+    names = []
+    for name in value:
+        try:
+            names.append(measures.costly_option(name))
+        except ValueError as exc:
+            raise SettingError("measures", f"unknown value {name!r}; choose one of: "
+                                           f"{', '.join(measures.COSTLY_MEASURES)}", str(exc)) from None
+    return tuple(names)
 
 
 def check_window(window) -> tuple[int, int]:

@@ -1,7 +1,8 @@
 """The parameters a person types, one schema row each: the notebooks' parameters, the sweep's grid axes and the
 Pythia commands' options (:data:`PARAMETERS`), ``geomcap train``'s own options beside the config's
-(:data:`TRAIN_OPTIONS`), the stand-in's build (:data:`STANDIN_BUILD`), ``geomcap bench``'s options
-(:data:`BENCH`), and the notebooks' own parameters of a generic kind (:data:`KINDS`).
+(:data:`TRAIN_OPTIONS`), ``geomcap sweep``'s own options beside its grid axes (:data:`SWEEP`), the stand-in's
+build (:data:`STANDIN_BUILD`), ``geomcap bench``'s options (:data:`BENCH`), and the notebooks' own parameters of a
+generic kind (:data:`KINDS`).
 
 A row is a :class:`geomcap.schema.Param`, as a training setting is (:data:`geomcap.config.SETTINGS`), and
 reuses the training rows where a parameter holds training settings: a notebook's ``tasks`` and ``geomcap sweep
@@ -155,6 +156,24 @@ KINDS = {"flag": Param("flag", bool), "text": Param("text", str),
 def _positive(name: str, default, help: str, none: str | None = None) -> Param:
     """A positive integer (the ``positive`` kind's row) of this name, default and help."""
     return replace(KINDS["positive"], name=name, default=default, help=help, none=none)
+
+
+#: ``geomcap sweep``'s own options beside its grid axes (:data:`PARAMETERS`) and ``--set``: how the grid trains, not
+#: what (``measures``: TrainConfig's row, for every run); the keywords of :func:`geomcap.sweep.run_sweep` of the
+#: same names take their defaults from these rows and are checked through them
+SWEEP = {row.name: row for row in [
+    _positive("workers", None, "local worker processes", none="one per core"),
+    replace(PARAMETERS["device"], default="cpu",
+            help="auto (cuda when present), cpu or cuda (workers share the device)"),
+    replace(TRAIN_OPTIONS["threads"], none="1",
+            help="torch threads per worker (1 does not collapse when other work shares the cores, and gives "
+                 "byte-identical metrics on a rerun; more only on otherwise idle cores)"),
+    SETTINGS["measures"],
+    _positive("pack", None, "train up to PACK runs of one preset, steps and batch size as one batched "
+                            "computation per worker (metrics as if trained alone, up to rounding); on a 2-core CPU "
+                            "packs are not faster (data/bench/packing-2core.json): packing is meant for a GPU",
+              none="none, one run per worker"),
+]}
 
 
 def compiled_presets(value) -> list:

@@ -29,12 +29,13 @@ import warnings
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from geomcap import store
 from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, SWEEP_SETTABLE, TrainConfig
 from geomcap.config import parse_steps  # noqa: F401 (sweep.parse_steps: the notebooks' and results')
+from geomcap.parameters import SWEEP
 from geomcap.planning import (Plan, PlannedRun, SweepBars, distinct, metrics_tail, plan,  # noqa: F401 (sweep.plan ...)
                               step_costs)
 from geomcap.tasks import LEVELS, TASKS
@@ -121,17 +122,17 @@ def pack_groups(configs, pack: int) -> list[list[int]]:
     of first appearance."""
     from geomcap.packed import pack_key
 
-    if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
-        raise ValueError(f"pack must be a positive integer, got {pack!r}")
+    replace(SWEEP["pack"], none=None).check(pack)  # its row, None not taken: "pack must be a positive integer, got 0"
     groups: dict = {}
     for i, cfg in enumerate(configs):
         groups.setdefault(pack_key(cfg), []).append(i)
     return [idx[j:j + pack] for idx in groups.values() for j in range(0, len(idx), pack)]
 
 
-def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: int | None = None,
-              progress: bool = True, poll_s: float = 0.5, threads: int | None = None,
-              pack: int | None = None, plan: Plan | None = None, bars: bool | None = None) -> list[RunResult]:
+def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].default,
+              workers: int | None = SWEEP["workers"].default, progress: bool = True, poll_s: float = 0.5,
+              threads: int | None = SWEEP["threads"].default, pack: int | None = SWEEP["pack"].default,
+              plan: Plan | None = None, bars: bool | None = None) -> list[RunResult]:
     """Run every config (skipping complete ones) and return one RunResult per config, in order. A config
     given twice is one run (:func:`~geomcap.planning.distinct`), its RunResult given for both.
 
@@ -148,7 +149,15 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
     ``seconds`` is then its pack's wall time. With ``progress``, its progress (:class:`~geomcap.planning.SweepBars`:
     bars on a terminal, else one line per run as it starts and ends and a summary now and then; ``bars`` True
     or False chooses), with the ETA the projection of a ``plan`` (:func:`~geomcap.planning.plan`) gives.
+
+    ``workers``, ``threads``, ``pack`` and, with no executor, ``device`` are checked through the rows of
+    ``geomcap sweep``'s options of the same names (``geomcap.parameters.SWEEP``, which also gives the defaults)
+    before anything is read or trained: a ValueError of one line (an outside executor's workers may run where
+    this machine has no CUDA: its device is theirs to check).
     """
+    for name, value in (("workers", workers), ("threads", threads), ("pack", pack)) + (
+            (("device", device),) if executor is None else ()):
+        SWEEP[name].check(value)  # each through its row: "workers must be a positive integer, got 0"
     root = Path(root if root is not None else store.default_root())
     asked = list(configs)
     configs = distinct(asked)
@@ -168,8 +177,6 @@ def run_sweep(configs, root=None, executor=None, device: str = "cpu", workers: i
 
     own_executor = executor is None
     workers = workers or os.cpu_count() or 1
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
     threads = (threads or 1) if own_executor else None
     local = LocalWorkers(workers) if own_executor else None
     bar = SweepBars(configs, root, plan, len(configs) - len(pending) - len(locked), progress, bars)
