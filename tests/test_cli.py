@@ -318,14 +318,15 @@ def test_train_s_own_options_are_refused_through_their_rows(tmp_path, capsys, mo
     assert list(tmp_path.iterdir()) == []
 
 
-def rows_are_the_options(capsys, monkeypatch, command: str, rows: dict) -> None:
-    """Each row of ``rows`` is an option of ``geomcap COMMAND``: its default when not given, its help in --help."""
+def rows_are_the_options(capsys, monkeypatch, command: str, rows: dict, required=()) -> None:
+    """Each row of ``rows`` is an option of ``geomcap COMMAND`` (``pythia run``: words; ``required``: the command's
+    required arguments): its default when not given, its help in --help."""
     from geomcap import cli
 
     monkeypatch.setenv("COLUMNS", "10000")  # --help unwrapped
-    code, out, _ = run_in_process(capsys, command, "--help")
+    code, out, _ = run_in_process(capsys, *command.split(), "--help")
     assert code == 0
-    given = cli.build_parser().parse_args([command])
+    given = cli.build_parser().parse_args([*command.split(), *required])
     for name, row in rows.items():
         assert getattr(given, name) == row.default
         assert f"--{name.replace('_', '-')} {name.upper()} {row.describe()}" in " ".join(out.split())
@@ -433,6 +434,22 @@ def test_sweep_s_own_options_take_default_and_help_from_their_rows(tmp_path, cap
         configs, given = stopped.value.args
         assert {name: given[name] for name in expected} == expected
         assert [c.measures for c in configs] == [("hessian_top", "llc")]
+
+
+@pytest.mark.parametrize("value, reason", POSITIVE_REFUSALS)
+def test_pythia_run_s_batch_tokens_is_refused_through_its_row(tmp_path, capsys, monkeypatch, value, reason):
+    """geomcap pythia run --batch-tokens is the row parameters.PARAMETERS["batch_tokens"] (it said "--batch-tokens
+    must be a positive integer, got 0", and argparse's "invalid int value")."""
+    refused(capsys, monkeypatch, tmp_path, ["pythia", "run", "--model", "EleutherAI/pythia-160m", "--batch-tokens",
+                                            value, "--out", tmp_path / "runs"], "--batch-tokens", reason)
+
+
+def test_pythia_run_s_batch_tokens_takes_default_and_help_from_its_row(capsys, monkeypatch):
+    from geomcap.parameters import PARAMETERS
+
+    rows_are_the_options(capsys, monkeypatch, "pythia run", {"batch_tokens": PARAMETERS["batch_tokens"]},
+                         required=["--model", "standin", "--out", "runs"])
+    assert PARAMETERS["batch_tokens"].describe() == "padded tokens per forward pass; default 4096 on CPU, 16384 on GPU"
 
 
 def test_train_options_are_trainconfig_s_fields():

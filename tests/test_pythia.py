@@ -623,6 +623,19 @@ def test_a_bad_standin_option_is_the_same_line_from_python_and_the_command(tmp_p
     assert not (tmp_path / "python").exists() and not (tmp_path / "command").exists()
 
 
+@pytest.mark.parametrize("value", [0, -5])
+def test_a_bad_batch_tokens_is_the_same_line_from_python_and_the_command(tmp_path, capsys, value):
+    """pythia.run's batch_tokens and `geomcap pythia run --batch-tokens` are one row: the same reason, before
+    anything is loaded or written (run took 0 as its default)."""
+    from geomcap.schema import SettingError
+
+    with pytest.raises(SettingError) as from_python:
+        pythia.run(HUB, root=tmp_path / "python", batch_tokens=value, progress=False)
+    code, _, err = geomcap(capsys, "run", "--model", HUB, "--out", tmp_path / "command", "--batch-tokens", value)
+    assert code == 2 and err == f"geomcap: error: --batch-tokens: {from_python.value.reason}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_run_reports_a_missing_revision(standin, tmp_path, capsys):
     code, out, err = geomcap(capsys, "run", "--model", standin, "--revisions", "step0,step99",
                              "--benchmarks", "arithmetic", "--out", tmp_path / "runs", "--quiet")

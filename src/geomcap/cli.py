@@ -119,8 +119,7 @@ def _pythia_parsers(sub) -> None:
     p.add_argument("--delete-downloads", action="store_true",
                    help="remove each hub revision from the download cache once its metrics are stored")
     _row_option(p, "device")
-    p.add_argument("--batch-tokens", type=int, default=None,
-                   help="padded tokens per forward pass (default 4096 on CPU, 16384 on GPU)")
+    _row_option(p, "batch_tokens")
     p.add_argument("--label", default=None, help="model name recorded for a local root (default: its own)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -235,13 +234,6 @@ def _recorded_run(path: str):
     if not isinstance(recorded, dict) or "task" not in recorded or "level" not in recorded:
         raise ValueError(f"--from {config_file}: not a geomcap run config (no task or level)")
     return config_file.parent, recorded
-
-
-def _positive(option: str, value):
-    """``value`` unless it is neither None nor a positive integer (the schema's check: ValueError naming ``option``)."""
-    from geomcap.schema import Param
-
-    return value if value is None else Param(option, int, interval="[1, inf)").check(value)
 
 
 def _check_path(path: str | None, option: str) -> None:
@@ -454,11 +446,11 @@ def cmd_pythia(args) -> int:
     except SettingError as exc:  # a revision outside the hub's schedule
         raise _refusal(exc) from None
     _option("device", args.device)
-    _positive("--batch-tokens", args.batch_tokens)
+    batch_tokens = _option("batch_tokens", args.batch_tokens)
     check_writable(args.out)
     report = pythia.run(args.model, revisions=revisions, benchmarks=benchmarks, root=args.out,
                         cache_dir=args.cache_dir, delete_downloads=args.delete_downloads, device=args.device,
-                        batch_tokens=args.batch_tokens, label=args.label, progress=not args.quiet)
+                        batch_tokens=batch_tokens, label=args.label, progress=not args.quiet)
     print(f"{len(report['stored'])} revisions scored now, {len(report['skipped'])} skipped, "
           f"{len(report['duplicates'])} not scored (the weights of an earlier revision); "
           f"run directories under {args.out}")

@@ -87,6 +87,18 @@ def _selection(name: str, setting: Param, default, every: str, help: str) -> Par
                  every=every, help=help)
 
 
+#: the rows of a notebook's own parameters, by kind (``parameters.check(globals(), kinds={"p": "count"})``)
+KINDS = {"flag": Param("flag", bool), "text": Param("text", str),
+         "fraction": Param("fraction", float, interval="(0, 1]"),
+         "count": Param("count", int, interval="[0, inf)"), "positive": Param("positive", int, interval="[1, inf)"),
+         "number": Param("number", float, interval="[0, inf)")}
+
+
+def _positive(name: str, default, help: str, none: str | None = None) -> Param:
+    """A positive integer (the ``positive`` kind's row) of this name, default and help."""
+    return replace(KINDS["positive"], name=name, default=default, help=help, none=none)
+
+
 #: every parameter a person types outside ``geomcap train``'s options, by name; a notebook's parameter and a
 #: command's option of the same name are the same row (the defaults are the command's: each notebook sets its own)
 PARAMETERS = {row.name: row for row in [
@@ -113,6 +125,7 @@ PARAMETERS = {row.name: row for row in [
           help="final, all, or layer indices, comma-separated (0: the embeddings)"),
     Param("device", str, "auto", convert=device_name, help="auto (cuda when present), cpu or cuda"),
     Param("delete_downloads", bool, False, help="remove each hub revision once its metrics are stored"),
+    _positive("batch_tokens", None, "padded tokens per forward pass", none="4096 on CPU, 16384 on GPU"),
 ]}
 
 #: ``geomcap train``'s own options beside the config's (TrainConfig's rows, :data:`geomcap.config.SETTINGS`): where
@@ -145,18 +158,6 @@ STANDIN_BUILD = {row.name: row for row in [
     Param("puzzle_objects", list, (3,), item=int, choices=tuple(sorted(diagnostics.NUMBER_WORDS)),
           help="object counts of those puzzles, comma-separated"),
 ]}
-
-#: the rows of a notebook's own parameters, by kind (``parameters.check(globals(), kinds={"p": "count"})``)
-KINDS = {"flag": Param("flag", bool), "text": Param("text", str),
-         "fraction": Param("fraction", float, interval="(0, 1]"),
-         "count": Param("count", int, interval="[0, inf)"), "positive": Param("positive", int, interval="[1, inf)"),
-         "number": Param("number", float, interval="[0, inf)")}
-
-
-def _positive(name: str, default, help: str, none: str | None = None) -> Param:
-    """A positive integer (the ``positive`` kind's row) of this name, default and help."""
-    return replace(KINDS["positive"], name=name, default=default, help=help, none=none)
-
 
 #: ``geomcap sweep``'s own options beside its grid axes (:data:`PARAMETERS`) and ``--set``: how the grid trains, not
 #: what (``measures``: TrainConfig's row, for every run); the keywords of :func:`geomcap.sweep.run_sweep` of the

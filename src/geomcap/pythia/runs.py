@@ -54,8 +54,8 @@ def _stored_steps(run_dir: Path) -> set[int]:
 
 
 def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, delete_downloads: bool = False,
-        device: str = "auto", dtype=None, batch_tokens: int | None = None, label: str | None = None,
-        benchmark_dir=None, progress: bool = True, log=None) -> dict:
+        device: str = "auto", dtype=None, batch_tokens: int | None = PARAMETERS["batch_tokens"].default,
+        label: str | None = None, benchmark_dir=None, progress: bool = True, log=None) -> dict:
     """Metrics of every (revision, benchmark) into the run store; resumable.
 
     For each revision in step order: skip it when every benchmark has it
@@ -77,11 +77,15 @@ def run(model, revisions="all", benchmarks="all", root=None, *, cache_dir=None, 
     Returns ``{"run_dirs": {benchmark: path}, "stored": [revisions computed now],
     "skipped": {revision: reason}, "duplicates": {revision: the earlier revision
     whose weights it holds}, "seconds": {revision: seconds}}``.
+
+    ``batch_tokens`` (None: 4096 on the CPU, 16384 on CUDA) is checked through the row of ``geomcap pythia run
+    --batch-tokens`` (``geomcap.parameters.PARAMETERS``) before anything is loaded or written: the same reason.
     """
     from tqdm import tqdm
 
     source = check_model(model)
     benchmarks = PARAMETERS["benchmarks"].chosen(benchmarks)
+    batch_tokens = PARAMETERS["batch_tokens"].check(batch_tokens)  # "batch_tokens must be a positive integer, got 0"
     chosen = select_revisions(revisions, available_revisions(model))
     dev = resolve_device(device)
     dtype = default_dtype(dev) if dtype is None else dtype
