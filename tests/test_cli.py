@@ -452,6 +452,30 @@ def test_pythia_run_s_batch_tokens_takes_default_and_help_from_its_row(capsys, m
     assert PARAMETERS["batch_tokens"].describe() == "padded tokens per forward pass; default 4096 on CPU, 16384 on GPU"
 
 
+@pytest.mark.parametrize("option, value, reason", [
+    ("--position", "last", "must be an integer or 'mean', got 'last'"),
+    ("--position", "1.5", "must be an integer or 'mean', got '1.5'"),
+    ("--position", "", "must be an integer or 'mean', got ''"),
+    *[("--device", value, reason) for value, reason in DEVICE_REFUSALS],
+])
+def test_checkpoints_options_are_refused_through_their_rows(tmp_path, capsys, monkeypatch, option, value, reason):
+    """geomcap checkpoints' --position and --device are rows (parameters.CHECKPOINTS): "--NAME: REASON" before
+    anything is read (they said "--position must be ...", and "unknown device 'tpu'; ..." without the option)."""
+    refused(capsys, monkeypatch, tmp_path, ["checkpoints", tmp_path / "root", "--prompts", tmp_path / "prompts.txt",
+                                            "--out", tmp_path / "out", option, value], option, reason)
+
+
+def test_checkpoints_options_take_default_and_help_from_their_rows(capsys, monkeypatch):
+    from geomcap import checkpoints
+    from geomcap.parameters import CHECKPOINTS
+
+    rows_are_the_options(capsys, monkeypatch, "checkpoints", CHECKPOINTS,
+                         required=["root", "--prompts", "prompts.txt", "--out", "out"])
+    assert CHECKPOINTS["position"].read("-1") == -1 and CHECKPOINTS["position"].read("mean") == "mean"
+    assert checkpoints.measure_checkpoints.__kwdefaults__ == {"position": -1, "device": "cpu", "dtype": None,
+                                                             "progress": None}
+
+
 def test_train_options_are_trainconfig_s_fields():
     """Every TrainConfig field is an option of geomcap train, with the field's type; an option not given is
     not in the namespace, so TrainConfig's default applies."""

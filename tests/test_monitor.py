@@ -405,6 +405,23 @@ def test_checkpoints_bad_input(tmp_path, capsys):
         checkpoints.read_prompts(prompts)
 
 
+@pytest.mark.parametrize("keyword, value", [("position", "last"), ("position", "x"), ("device", "tpu"),
+                                            ("device", "cuda:1")])
+def test_measure_checkpoints_refuses_what_the_command_refuses(tmp_path, capsys, monkeypatch, keyword, value):
+    """measure_checkpoints checks an index or 'mean' and a device's name through the rows of `geomcap checkpoints
+    --position/--device` (parameters.CHECKPOINTS): the same reason, before anything is read (a bad position was
+    found only once the first checkpoint had loaded)."""
+    from geomcap.schema import SettingError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SettingError) as from_python:
+        checkpoints.measure_checkpoints(tmp_path / "root", ["a b", "c d"], tmp_path / "python", **{keyword: value})
+    assert cli.main(["checkpoints", str(tmp_path / "root"), "--prompts", str(tmp_path / "prompts.txt"),
+                     "--out", str(tmp_path / "command"), f"--{keyword}", value]) == 2
+    assert capsys.readouterr().err == f"geomcap: error: --{keyword}: {from_python.value.reason}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture(scope="module")
 def trainer_root(tmp_path_factory):
     """A Trainer-style checkpoint root (three checkpoints) and a prompts file, shared by the tests below."""
@@ -438,6 +455,18 @@ def test_checkpoints_refuses_an_out_that_holds_a_run(trainer_root, tmp_path, cap
         assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["checkpoints.json", "digests.json", "metrics.csv"]
     assert sorted(store.read_metrics(out).step.unique()) == [0, 5, 20]
+
+
+def test_checkpoints_position_through_its_row_is_what_it_was(trainer_root, tmp_path, capsys):
+    """--position read through its row gives measure_checkpoints 'mean' or an int, as before; recorded as given."""
+    root, prompts = trainer_root
+    for text, position in (("mean", "mean"), ("-2", -2), ("0", 0)):
+        out = tmp_path / text
+        assert cli.main(["checkpoints", str(root), "--prompts", str(prompts), "--out", str(out),
+                         "--position", text]) == 0
+        assert json.loads((out / "checkpoints.json").read_text())["position"] == position
+    capsys.readouterr()
+    assert not store.read_metrics(tmp_path / "mean").equals(store.read_metrics(tmp_path / "-2"))
 
 
 def test_checkpoints_prompts_file_errors_name_the_option(trainer_root, tmp_path, capsys):

@@ -21,8 +21,10 @@ import torch
 from geomcap import store
 from geomcap.analysis.integrity import earlier_copy, integrity_table, warn_copies
 from geomcap.digests import revision_digest, weight_files
+from geomcap.models import resolve_device
 from geomcap.store import CheckpointUnavailable
 from geomcap.monitor import GeometryMonitor
+from geomcap.parameters import CHECKPOINTS
 
 __all__ = ["measure_checkpoints", "checkpoint_folders", "read_prompts", "check_out", "context_length",
            "fitting_prompts", "load_pretrained", "default_dtype", "quiet_transformers", "CheckpointUnavailable",
@@ -180,8 +182,8 @@ def fitting_prompts(prompts, lengths, context: int | None) -> list[str]:
     return kept
 
 
-def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", dtype=None,
-                        progress=None) -> GeometryMonitor:
+def measure_checkpoints(root, prompts, out=None, *, position=CHECKPOINTS["position"].default,
+                        device=CHECKPOINTS["device"].default, dtype=None, progress=None) -> GeometryMonitor:
     """Per-layer RankMe of every checkpoint under ``root`` on ``prompts``; returns the monitor.
 
     Before a checkpoint is loaded, its content digest
@@ -212,9 +214,16 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
         Output directory: ``out/metrics.csv`` is rewritten after each checkpoint, beside
         ``out/checkpoints.json`` (``monitor.checkpoints``). It must be new, empty, or
         this function's own earlier output (:func:`check_out`): a run directory is refused untouched.
+    position : int, "mean" or a boolean (B, T) mask
+        The token position per prompt, as :class:`~geomcap.monitor.GeometryMonitor` takes it.
     device, dtype
         Where and in which precision to load each checkpoint (one at a time in
-        memory), through :func:`load_pretrained`.
+        memory), through :func:`load_pretrained`; a device's name (auto, cpu,
+        cuda, cuda:N) as :func:`geomcap.models.resolve_device` resolves it.
+
+    An index or "mean" and a device's name are checked through the rows of
+    ``geomcap checkpoints --position`` and ``--device`` (``geomcap.parameters.CHECKPOINTS``,
+    which also gives the defaults) before anything is read: the command's reason.
     progress : callable(str), optional
         Called with one line per checkpoint (and per checkpoint skipped
         because it cannot be loaded: missing, truncated or non-finite weights,
@@ -224,6 +233,10 @@ def measure_checkpoints(root, prompts, out=None, *, position=-1, device="cpu", d
     """
     from transformers import AutoTokenizer
 
+    if isinstance(position, str) or np.ndim(position) == 0:  # not a mask: through its row
+        position = CHECKPOINTS["position"].check(position)  # "position must be an integer or 'mean', got 'last'"
+    if isinstance(device, str):
+        device = resolve_device(CHECKPOINTS["device"].check(device))
     root = Path(root)
     if out is not None:
         check_out(out)

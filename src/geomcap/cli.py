@@ -519,34 +519,30 @@ def cmd_bench(args) -> int:
 
 
 def _checkpoints_parser(sub) -> None:
-    """``geomcap checkpoints`` and its options (see :mod:`geomcap.checkpoints`)."""
+    """``geomcap checkpoints`` and its options (see :mod:`geomcap.checkpoints`): root, --prompts, --out and those
+    of its rows (``geomcap.parameters.CHECKPOINTS``)."""
+    from geomcap.parameters import CHECKPOINTS
+
     p = sub.add_parser("checkpoints", help="per-layer RankMe of every saved checkpoint (checkpoint-<N> or step<N> "
                                             "folders of any causal LM) on a file of prompts -> DIR/metrics.csv")
     p.add_argument("root", help="folder of checkpoint-<N> (Trainer) or step<N> (Pythia) subfolders")
     p.add_argument("--prompts", required=True, help="text file, one prompt per line")
     p.add_argument("--out", required=True, help="run directory for metrics.csv")
-    p.add_argument("--position", default="-1",
-                   help="token position per prompt: an index (default -1, the last token) or 'mean'")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
+    for name, row in CHECKPOINTS.items():  # --position, --device: checked through the same rows (cmd_checkpoints)
+        _row_option(p, name, row)
 
 
 def cmd_checkpoints(args) -> int:
     """``geomcap checkpoints``: per-layer RankMe of a folder of saved checkpoints, and its collapse."""
     from geomcap import checkpoints, monitor
-    from geomcap.models import resolve_device
+    from geomcap.parameters import CHECKPOINTS
     from geomcap.store import check_writable
 
-    position = args.position if args.position == "mean" else None
-    if position is None:
-        try:
-            position = int(args.position)
-        except ValueError:
-            raise ValueError(f"--position must be an integer or 'mean', got {args.position!r}") from None
+    given = {name: _option(name, getattr(args, name), row) for name, row in CHECKPOINTS.items()}  # before any work
     check_writable(args.out)
     checkpoints.check_out(args.out, "--out")
     prompts = checkpoints.read_prompts(args.prompts, "--prompts")
-    result = checkpoints.measure_checkpoints(args.root, prompts, args.out, position=position,
-                                             device=resolve_device(args.device),
+    result = checkpoints.measure_checkpoints(args.root, prompts, args.out, **given,
                                              progress=lambda line: print(line, file=sys.stderr))
     series = result.checkpoints
     left_out = (f" ({series['prompts_left_out']} more left out: longer than the model's {series['context']} "

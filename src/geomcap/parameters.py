@@ -1,8 +1,8 @@
 """The parameters a person types, one schema row each: the notebooks' parameters, the sweep's grid axes and the
 Pythia commands' options (:data:`PARAMETERS`), ``geomcap train``'s own options beside the config's
 (:data:`TRAIN_OPTIONS`), ``geomcap sweep``'s own options beside its grid axes (:data:`SWEEP`), the stand-in's
-build (:data:`STANDIN_BUILD`), ``geomcap bench``'s options (:data:`BENCH`), and the notebooks' own parameters of a
-generic kind (:data:`KINDS`).
+build (:data:`STANDIN_BUILD`), ``geomcap bench``'s options (:data:`BENCH`), ``geomcap checkpoints``' options
+(:data:`CHECKPOINTS`), and the notebooks' own parameters of a generic kind (:data:`KINDS`).
 
 A row is a :class:`geomcap.schema.Param`, as a training setting is (:data:`geomcap.config.SETTINGS`), and
 reuses the training rows where a parameter holds training settings: a notebook's ``tasks`` and ``geomcap sweep
@@ -81,6 +81,16 @@ def device_name(value) -> str:
     return value
 
 
+def token_position(value):
+    """A token position as ``geomcap checkpoints --position`` takes it (the ``position`` row's check): an index
+    into each prompt's tokens (-1: the last) or ``"mean"`` (the mean over them); SettingError otherwise."""
+    if isinstance(value, str) and value == "mean":
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    raise SettingError("position", f"must be an integer or 'mean', got {value!r}")
+
+
 def _selection(name: str, setting: Param, default, every: str, help: str) -> Param:
     """A selection of a training setting's values (``tasks``: of ``TrainConfig.task``), checked by its row."""
     return Param(name, list, default, interval=setting.interval, choices=setting.choices, item=setting.type,
@@ -157,6 +167,14 @@ STANDIN_BUILD = {row.name: row for row in [
           help="solved ordering puzzles in the text, never a benchmark item"),
     Param("puzzle_objects", list, (3,), item=int, choices=tuple(sorted(diagnostics.NUMBER_WORDS)),
           help="object counts of those puzzles, comma-separated"),
+]}
+
+#: the options of ``geomcap checkpoints`` beside its root, prompts and output, and the keywords of
+#: :func:`geomcap.checkpoints.measure_checkpoints` of the same names (their defaults are these rows')
+CHECKPOINTS = {row.name: row for row in [
+    Param("position", int, -1, convert=token_position,
+          help="token position per prompt: an index (-1: the last token) or 'mean'"),
+    replace(PARAMETERS["device"], default="cpu"),
 ]}
 
 #: ``geomcap sweep``'s own options beside its grid axes (:data:`PARAMETERS`) and ``--set``: how the grid trains, not
