@@ -199,6 +199,10 @@ def measure_checkpoints(root, prompts, out=None, *, position=CHECKPOINTS["positi
     model's ``context`` positions) and ``context``; ``monitor.digests`` holds
     the digests.
 
+    An index or "mean" and a device's name are checked through the rows of
+    ``geomcap checkpoints --position`` and ``--device`` (``geomcap.parameters.CHECKPOINTS``,
+    which also gives the defaults) before anything is read: the command's reason.
+
     Parameters
     ----------
     root : path
@@ -220,10 +224,6 @@ def measure_checkpoints(root, prompts, out=None, *, position=CHECKPOINTS["positi
         Where and in which precision to load each checkpoint (one at a time in
         memory), through :func:`load_pretrained`; a device's name (auto, cpu,
         cuda, cuda:N) as :func:`geomcap.models.resolve_device` resolves it.
-
-    An index or "mean" and a device's name are checked through the rows of
-    ``geomcap checkpoints --position`` and ``--device`` (``geomcap.parameters.CHECKPOINTS``,
-    which also gives the defaults) before anything is read: the command's reason.
     progress : callable(str), optional
         Called with one line per checkpoint (and per checkpoint skipped
         because it cannot be loaded: missing, truncated or non-finite weights,
