@@ -313,6 +313,45 @@ def test_a_bf16_run_trains_in_bf16_hashes_apart_and_resumes_byte_identically(tmp
     assert (run / store.METRICS_FILE).read_bytes() == (reference / store.METRICS_FILE).read_bytes()
 
 
+@pytest.mark.parametrize("native, precision, warned", [(False, "bf16", True), (True, "bf16", False),
+                                                        (False, "fp32", False)])
+def test_bf16_without_native_kernels_is_one_warning_before_training(tmp_path, monkeypatch, native, precision,
+                                                                     warned):
+    """bf16 autocast on a CPU whose bf16 matrix products have no native kernel (an AVX2-only CPU: torch falls
+    back to a reference GEMM, many times slower than float32) is one PrecisionWarning when train and
+    train_packed start; bf16 where the kernels exist, or fp32 anywhere, is silent. The training itself is
+    stubbed: only the check before it is under test."""
+    import warnings
+
+    from geomcap import models, packed
+    from geomcap import train as train_module
+
+    monkeypatch.setattr(models, "bf16_matmul_native", lambda device: native)
+    monkeypatch.setattr(train_module, "_train_locked", lambda cfg, run_dir, *args: run_dir)
+    monkeypatch.setattr(packed, "_train_runs", lambda *args: None)
+    cfg = small_config(precision=precision)
+    for start in (lambda: train(cfg, out=tmp_path / "one", progress=False, device="cpu"),
+                  lambda: packed.train_packed([cfg], outs=[tmp_path / "pack"], progress=False, device="cpu")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            start()
+        slow = [w for w in caught if issubclass(w.category, models.PrecisionWarning)]
+        assert len(slow) == (1 if warned else 0)
+        if warned:
+            assert "precision=fp32" in str(slow[0].message)
+
+
+def test_bf16_kernels_are_taken_as_native_on_cuda_and_asked_of_torch_on_a_cpu(monkeypatch):
+    import torch
+
+    from geomcap import models
+
+    assert models.bf16_matmul_native(torch.device("cuda")) is True
+    for answer in (True, False):
+        monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: answer, raising=False)
+        assert models.bf16_matmul_native(torch.device("cpu")) is answer
+
+
 def test_a_corrupted_state_is_discarded_and_the_run_retrained_identically(tmp_path, monkeypatch):
     """A truncated state.pt gave a 23-line traceback without its path and stuck the run; a kill during the
     state write left its .state.pt.*.tmp for good. Now: a warning naming the file, the same metrics as an

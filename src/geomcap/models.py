@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import torch
 import torch.nn as nn
@@ -258,6 +259,29 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+class PrecisionWarning(UserWarning):
+    """bf16 autocast asked for where bf16 matrix products have no native kernel (:func:`warn_slow_precision`)."""
+
+
+def bf16_matmul_native(device: torch.device) -> bool:
+    """Whether bf16 matrix products run on native kernels on ``device``: always on CUDA; on a CPU only where
+    oneDNN has bf16 kernels (AVX512 or AMX; torch's own check). Elsewhere (an AVX2-only CPU) torch falls back
+    to a reference GEMM that runs bf16 products at a small fraction of float32's rate."""
+    if device.type != "cpu":
+        return True
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return True if check is None else bool(check())  # a torch without the check: no claim either way
+
+
+def warn_slow_precision(device: torch.device, precision: str) -> None:
+    """A :class:`PrecisionWarning` when ``precision`` is "bf16" and ``device`` has no native bf16 kernels: the
+    run is correct but its training step can be many times slower than in fp32 (:func:`bf16_matmul_native`)."""
+    if precision == "bf16" and not bf16_matmul_native(device):
+        warnings.warn(f"bf16 autocast on a {device.type} without native bf16 matrix kernels (no AVX512 or AMX): "
+                      "torch falls back to a reference GEMM, many times slower than float32; "
+                      "train in fp32 here (precision=fp32)", PrecisionWarning, stacklevel=3)
 
 
 def autocast(device: torch.device, precision: str = "fp32"):

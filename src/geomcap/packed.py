@@ -57,7 +57,7 @@ import torch.nn.functional as F
 
 from geomcap import store, tasks
 from geomcap.config import TrainConfig, config_checkpoints, learning_rate
-from geomcap.models import ALL_PRESETS, ModelConfig, answer_inputs, autocast, resolve_device
+from geomcap.models import ALL_PRESETS, ModelConfig, answer_inputs, autocast, resolve_device, warn_slow_precision
 from geomcap.progress import run_progress
 from geomcap.recorders import CheckpointRecorder
 from geomcap.train import (CheckpointWriter, claim_run_dir, decays_weight, finish, progress_summary, restore_state,
@@ -360,6 +360,7 @@ def train_packed(configs, outs=None, root=None, device: str = "auto", progress: 
     if len(set(outs)) != len(outs):
         raise ValueError("outs must be distinct: two configs of the pack would share a run directory")
     dev = resolve_device(device)
+    warn_slow_precision(dev, configs[0].precision)  # a pack shares its precision (SHARED_FIELDS)
     seq_len = max(tasks.sequence_length(c.task, c.level, c.task_params) for c in configs)
     schedule = config_checkpoints(configs[0])
     with contextlib.ExitStack() as locks:  # one writer per run directory, for as long as the pack trains

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from geomcap import events, store, tasks
 from geomcap.config import TrainConfig, config_checkpoints, learning_rate, stop_step
-from geomcap.models import answer_loss, autocast, build, count_parameters, resolve_device
+from geomcap.models import answer_loss, autocast, build, count_parameters, resolve_device, warn_slow_precision
 from geomcap.progress import run_progress
 from geomcap.recorders import CheckpointRecorder
 from geomcap.store import check_writable
@@ -379,6 +379,7 @@ def train(cfg: TrainConfig, out=None, device: str = "auto", progress: bool = Tru
         return run_dir
     check_writable(run_dir)
     dev = resolve_device(device)
+    warn_slow_precision(dev, cfg.precision)
     with torch_threads(None), contextlib.ExitStack() as locks:  # one writer per run directory
         if claim_run_dir(cfg, run_dir, locks) is None:
             return run_dir

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from geomcap import store
+from geomcap.models import bf16_matmul_native
 
 
 def committed_results_dir() -> Path:
@@ -47,6 +48,8 @@ def machine_info(device: torch.device) -> dict:
         "cpu_model": store.cpu_model(),
         "cpu_cores": os.cpu_count(),
         "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the vector kernels torch picked (AVX2, AVX512)
+        "cpu_bf16_native": bf16_matmul_native(torch.device("cpu")),  # bf16 products on oneDNN, not a reference GEMM
         "torch_threads": torch.get_num_threads(),
         "memory_gib": memory_gib(),
         "torch_version": torch.__version__,
