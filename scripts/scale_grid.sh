@@ -29,6 +29,8 @@
 #                    lanes (one torch thread each, one per core) share a stage; run locks keep one writer per run
 #   THREADS          torch threads per run (default 1: two lanes on the two cores; see the performance page)
 #   HARD_STOP_14M    where 14m's hard level stops (default step 3000 of the protocol's 8000)
+#   PYTHON           the interpreter that asks whether this CPU has native bf16 kernels (default: beside GEOMCAP);
+#                    stage p's bf16 runs are skipped, with a line, where it has none
 #   HARD_SETTINGS    stage 4's settings (default add:hard,mul:hard: the levels the 405k grid classes hard)
 # A control stops at step 1000 of the 4000-step medium schedule (stop_at), as scripts/controls_grid.sh's.
 set -uo pipefail
@@ -59,6 +61,8 @@ STAGE1_TASKS=copy,add,mod,parity
 OTHER_TASKS=reverse,compare,sort,mul
 STEPS=easy=2000,medium=4000,hard=8000
 control="--set control=shuffled_answers --set stop_at=1000"
+PYTHON=${PYTHON:-$(dirname "$GEOMCAP")/python}
+bf16_native='import sys, torch; from geomcap.models import bf16_matmul_native; sys.exit(not bf16_matmul_native(torch.device("cpu")))'
 case $LANE in a|b) ;; *) echo "LANE must be a or b, got $LANE" >&2; exit 2 ;; esac
 status=0
 
@@ -78,7 +82,11 @@ for stage in "${@:-p 1 2 3 4 5}"; do
            for twin in 1 2; do
              sweep add medium "$size" 0 --root "$PRECISION" --set perturb=1e-6 --set perturb_seed="$twin"
            done
-           sweep add medium "$size" 0 --root "$PRECISION" --set precision=bf16
+           if "$PYTHON" -c "$bf16_native"; then
+             sweep add medium "$size" 0 --root "$PRECISION" --set precision=bf16
+           else  # an AVX2-only CPU runs bf16 products through a reference GEMM: a 14m step took ~50 s
+             echo "skipped: add medium $size in bf16 (this CPU has no native bf16 kernels: geomcap.models.bf16_matmul_native)"
+           fi
          done
          sweep add medium 4m 0 --root "$PRECISION" --set perturb=1e-6 --set perturb_seed=3 ;;
       1) sweep "$STAGE1_TASKS" medium 14m,4m 0 --root "$RUNS"

@@ -143,6 +143,27 @@ def test_the_scale_path_trains_its_runs_and_controls_on_the_cpu_at_toy_size(tmp_
     assert {c["precision"] for c in configs} == {"bf16"} and {c["level"] for c in configs} == {"medium"}
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_stage_p_skips_its_bf16_runs_where_the_cpu_has_no_bf16_kernels(tmp_path, native):
+    """scripts/scale_grid.sh p: two float32 twins and a bf16 run per preset, and a held-out twin on 4m; on a CPU
+    without native bf16 kernels (asked of PYTHON) the two bf16 runs are skipped with a line each, the rest
+    planned as before. GEOMCAP is a stub that records its arguments."""
+    calls = tmp_path / "calls"
+    geomcap, python = tmp_path / "geomcap", tmp_path / "python"
+    geomcap.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    python.write_text(f"#!/bin/sh\nexit {0 if native else 1}\n")
+    geomcap.chmod(0o755)
+    python.chmod(0o755)
+    done = subprocess.run(["bash", "scripts/scale_grid.sh", "p"], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "GEOMCAP": str(geomcap), "PYTHON": str(python)})
+    assert done.returncode == 0
+    swept = calls.read_text().splitlines()
+    assert sum("precision=bf16" in c for c in swept) == (2 if native else 0)
+    assert sum("perturb_seed=" in c for c in swept) == 5
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("skipped:")]
+    assert len(skipped) == (0 if native else 2) and all("bf16" in line for line in skipped)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--presets", "48x"], "unknown size '48x'"),
     (["--presets", "48m", "--precision", "fp16"], "unknown precision 'fp16'"),
