@@ -245,3 +245,62 @@ def test_training_documents_hold_the_requested_puzzles():
     assert docs.count("Question: Which statement is true?") == 30
     assert docs.count("objects arranged in a fixed order") == docs.count("a set of three objects")
     assert docs.count("The capital") + docs.count("capital of") >= 20
+
+
+def _shelf_puzzle(clues: str, asked: str, answer: int, objects=("red", "blue", "green")) -> dict:
+    listed = ", ".join(f"a {o} book" for o in objects[:-1]) + f", and a {objects[-1]} book"
+    context = (d.DEDUCTION_PREAMBLE.format(N="three") + f" On a shelf, there are three books: {listed}. " + clues
+               + d.DEDUCTION_QUESTION)
+    return {"kind": "choice", "n_objects": 3, "context": context, "answer": answer,
+            "choices": [f" The {o} book is the {asked}." for o in objects]}
+
+
+@pytest.mark.parametrize("clues, asked, answer, expected", [
+    # red < blue and blue second: green, never named, is the rightmost: the shortcut is right
+    ("The red book is to the left of the blue book. The blue book is the second from the left.", "rightmost", 2,
+     "shortcut right"),
+    # red rightmost, green second: blue goes unnamed but the second from the left is green
+    ("The red book is the rightmost. The green book is the second from the left.", "second from the left", 2,
+     "shortcut wrong"),
+    ("The red book is to the left of the blue book. The green book is the leftmost.", "rightmost", 1,
+     "no shortcut"),
+])
+def test_deduction_shortcut_classes_hand_made_puzzles(clues, asked, answer, expected):
+    assert d.deduction_shortcut(_shelf_puzzle(clues, asked, answer)) == expected
+
+
+def test_deduction_shortcut_counts_whole_words_and_refuses_other_items():
+    """'apples' inside 'pineapples' does not name the apples; an easy item is not a puzzle."""
+    fruit = {"kind": "choice", "n_objects": 3, "answer": 1,
+             "choices": [" The pineapples are the cheapest.", " The apples are the cheapest.",
+                         " The plums are the cheapest."],
+             "context": d.DEDUCTION_PREAMBLE.format(N="three") + " A fruit stand sells three fruits: pineapples, "
+             "apples, and plums. The pineapples are more expensive than the plums. The plums are the second-most "
+             "expensive." + d.DEDUCTION_QUESTION}
+    assert d.deduction_shortcut(fruit) == "shortcut right"
+    with pytest.raises(ValueError, match="not an ordering puzzle"):
+        d.deduction_shortcut(d.generate("capitals", n=1)[0])
+
+
+def test_the_committed_deduction_benchmarks_hold_every_shortcut_class():
+    """Each class is present in the 3-object benchmark (a model's accuracy per class is readable) and the
+    classes partition it."""
+    items = d.generate("logical_deduction_3")
+    classes = [d.deduction_shortcut(it) for it in items]
+    assert set(classes) == set(d.SHORTCUT_CLASSES) and len(classes) == len(items)
+
+
+def test_accuracy_by_shortcut_on_known_answers():
+    """A model that answers by the shortcut: right on 'shortcut right', wrong on 'shortcut wrong', half on the rest."""
+    classes = ["shortcut right"] * 4 + ["shortcut wrong"] * 2 + ["no shortcut"] * 4
+    correct = [True] * 4 + [False] * 2 + [True, False, True, False]
+    table = d.accuracy_by_shortcut(correct, classes)
+    assert table["all"] == {"items": 10, "accuracy": 0.6}
+    assert table["shortcut right"] == {"items": 4, "accuracy": 1.0}
+    assert table["shortcut wrong"] == {"items": 2, "accuracy": 0.0}
+    assert table["no shortcut"] == {"items": 4, "accuracy": 0.5}
+    assert d.accuracy_by_shortcut([True], ["no shortcut"])["shortcut right"] == {"items": 0, "accuracy": None}
+    with pytest.raises(ValueError, match="unknown shortcut class"):
+        d.accuracy_by_shortcut([True], ["lucky"])
+    with pytest.raises(ValueError, match="one value per item"):
+        d.accuracy_by_shortcut([True, False], ["no shortcut"])

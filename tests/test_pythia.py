@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers / huggingface_hub are imported
 os.environ["DISABLE_SAFETENSORS_CONVERSION"] = "1"
@@ -660,3 +661,25 @@ def test_bfloat16_path_scores_like_float32(standin):
     half = pythia.score_items(half_net, tok, items)
     np.testing.assert_allclose(half.logprob, full.logprob, rtol=0.05)
     assert half.hidden.dtype == np.float32
+
+
+def test_the_shortcut_split_scores_as_pythia_run_does(standin, tmp_path):
+    """scripts/deduction_shortcut.py on the stand-in: per revision, its accuracy over all items is the one
+    `pythia run` stores for the benchmark (the same scoring), and its classes partition the items as
+    diagnostics.deduction_shortcut does."""
+    out = tmp_path / "shortcut.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "deduction_shortcut.py"),
+                    "--model", str(standin), "--out", str(out)], check=True, capture_output=True, env=env)
+    record = json.loads(out.read_text())["benchmarks"]["logical_deduction_3"]["revisions"]
+    items = diagnostics.load_benchmark("logical_deduction_3")
+    classes = [diagnostics.deduction_shortcut(it) for it in items]
+    report = pythia.run(standin, revisions="all", benchmarks=["logical_deduction_3"], root=tmp_path / "runs",
+                        progress=False, log=lambda msg: None)
+    metrics = store.read_metrics(report["run_dirs"]["logical_deduction_3"])
+    stored = metrics[metrics["measure"] == "accuracy"].set_index("step")["value"]
+    assert sorted(record, key=pythia.revision_step) == [f"step{s}" for s in stored.index]
+    for revision, row in record.items():
+        assert abs(row["all"]["accuracy"] - stored[pythia.revision_step(revision)]) <= 1 / len(items)
+        assert {c: row[c]["items"] for c in diagnostics.SHORTCUT_CLASSES} == {
+            c: classes.count(c) for c in diagnostics.SHORTCUT_CLASSES}

@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from dataclasses import dataclass
 from itertools import permutations
 from pathlib import Path
@@ -450,6 +451,61 @@ def gen_logical_deduction_3(n: int = 200, seed: int = 1) -> list[dict]:
     """The 3-object ordering puzzles alone (BIG-bench's logical_deduction_three_objects): the
     hardest task a small model can learn, for the offline stand-in; 3 choices."""
     return gen_logical_deduction(n=n, seed=seed, sizes=(3,))
+
+
+#: the classes of :func:`deduction_shortcut`, in the order tables list them
+SHORTCUT_CLASSES = ("shortcut right", "shortcut wrong", "no shortcut")
+
+
+def deduction_shortcut(item: dict) -> str:
+    """Where an ordering puzzle stands against the unnamed-object shortcut: answer with the one object
+    that none of the puzzle's clues names.
+
+    Returns "shortcut right" when exactly one object goes unnamed by the clues and it is the answer,
+    "shortcut wrong" when exactly one goes unnamed and it is not, "no shortcut" otherwise. A model that
+    answers by the shortcut scores about 1, 0 and chance on the three classes; one that deduces scores
+    alike on all three. The objects are read from the choices (which differ only in the object: the words
+    between their common first and last words), the clues from the context after the sentence that lists
+    the objects (the one after :data:`DEDUCTION_PREAMBLE`); a name counts where it stands as a whole word.
+    """
+    if item.get("kind") != "choice" or "n_objects" not in item:
+        raise ValueError(f"not an ordering puzzle (a choice item with n_objects): {item.get('id', item)!r}")
+    words = [c.split() for c in item["choices"]]
+    start = 0
+    while all(len(w) > start and w[start] == words[0][start] for w in words):
+        start += 1
+    end = 0
+    while all(len(w) - end > start and w[-1 - end] == words[0][-1 - end] for w in words):
+        end += 1
+    names = [" ".join(w[start:len(w) - end]) for w in words]
+    preamble = DEDUCTION_PREAMBLE.format(N=NUMBER_WORDS[item["n_objects"]])
+    body = item["context"].removesuffix(DEDUCTION_QUESTION)
+    if not body.startswith(preamble) or ". " not in body[len(preamble):].strip():
+        raise ValueError(f"{item.get('id', 'an item')}: the context is not an ordering puzzle's")
+    listing = body[len(preamble):].strip()
+    clues = listing[listing.index(". ") + 2:]
+    unnamed = [i for i, name in enumerate(names) if not re.search(rf"\b{re.escape(name)}\b", clues)]
+    if len(unnamed) != 1:
+        return "no shortcut"
+    return "shortcut right" if unnamed[0] == item["answer"] else "shortcut wrong"
+
+
+def accuracy_by_shortcut(correct, classes) -> dict:
+    """Accuracy per :func:`deduction_shortcut` class: ``{"all" and each of SHORTCUT_CLASSES: {"items": n,
+    "accuracy": share correct, None for a class with no item}}``. ``correct``: bool per item (shape (n,)),
+    ``classes``: the class of each item."""
+    correct, classes = np.asarray(correct, dtype=bool), np.asarray(classes)
+    if correct.shape != classes.shape or correct.ndim != 1:
+        raise ValueError(f"correct and classes must be two lists of one value per item, got shapes "
+                         f"{correct.shape} and {classes.shape}")
+    unknown = set(classes.tolist()) - set(SHORTCUT_CLASSES)
+    if unknown:
+        raise ValueError(f"unknown shortcut class(es) {sorted(unknown)}; the classes are {SHORTCUT_CLASSES}")
+    table = {"all": {"items": int(correct.size), "accuracy": float(correct.mean()) if correct.size else None}}
+    for name in SHORTCUT_CLASSES:
+        chosen = classes == name
+        table[name] = {"items": int(chosen.sum()), "accuracy": float(correct[chosen].mean()) if chosen.any() else None}
+    return table
 
 
 # ---------------------------------------------------------------------------
