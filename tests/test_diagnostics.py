@@ -304,3 +304,23 @@ def test_accuracy_by_shortcut_on_known_answers():
         d.accuracy_by_shortcut([True], ["lucky"])
     with pytest.raises(ValueError, match="one value per item"):
         d.accuracy_by_shortcut([True, False], ["no shortcut"])
+
+
+def test_balanced_training_puzzles_give_the_shortcut_no_more_than_chance():
+    """As generated, a 3-object puzzle whose clues leave one object unnamed has that object as its answer
+    about three times in four; balanced, at most one time in three, and the texts are the items' contexts
+    and answers, none a benchmark item."""
+    def unnamed_share(items):
+        kinds = [d.deduction_shortcut(it) for it in items]
+        return kinds.count("shortcut right") / (kinds.count("shortcut right") + kinds.count("shortcut wrong"))
+
+    kept = d.training_puzzle_items(600)
+    balanced = d.training_puzzle_items(600, shortcut="balanced")
+    assert unnamed_share(kept) > 0.6
+    assert 0.25 < unnamed_share(balanced) <= 1 / 3
+    assert d.training_puzzles(600, shortcut="balanced") == [it["context"] + it["choices"][it["answer"]]
+                                                            for it in balanced]
+    benchmark = {it["context"] for name in d.HARD for it in d.generate(name)}
+    assert not benchmark & {it["context"] for it in balanced}
+    with pytest.raises(ValueError, match="shortcut must be one of"):
+        d.training_puzzle_items(10, shortcut="hidden")

@@ -683,3 +683,16 @@ def test_the_shortcut_split_scores_as_pythia_run_does(standin, tmp_path):
         assert abs(row["all"]["accuracy"] - stored[pythia.revision_step(revision)]) <= 1 / len(items)
         assert {c: row[c]["items"] for c in diagnostics.SHORTCUT_CLASSES} == {
             c: classes.count(c) for c in diagnostics.SHORTCUT_CLASSES}
+
+
+def test_a_balanced_puzzle_build_is_recorded_and_a_kept_one_keeps_its_old_record(standin, tmp_path):
+    """puzzle_shortcut='balanced' is in the stand-in's record and its runs' configs (another hash); the default,
+    'kept', is recorded nowhere, so builds and runs made before the option keep their names."""
+    balanced = pythia.build_standin(tmp_path / "balanced", **{**TINY, "puzzle_shortcut": "balanced"})
+    assert pythia.standin_info(balanced)["puzzle_shortcut"] == "balanced"
+    assert "puzzle_shortcut" not in pythia.standin_info(standin)
+    plain, other = (pythia.run_config(root, "logical_deduction_3") for root in (standin, balanced))
+    assert "puzzle_shortcut" not in plain["standin"] and other["standin"]["puzzle_shortcut"] == "balanced"
+    assert store.config_hash(plain) != store.config_hash(other)
+    with pytest.raises(ValueError, match="puzzle_shortcut"):
+        pythia.build_standin(tmp_path / "bad", **{**TINY, "puzzle_shortcut": "hidden"})

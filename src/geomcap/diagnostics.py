@@ -601,42 +601,70 @@ def chance(items: list[dict]) -> float:
 # ---------------------------------------------------------------------------
 
 
-def training_puzzles(n: int, seed: int = 2, sizes=(3,), exclude=None) -> list[str]:
+#: how the stand-in's training puzzles stand against :func:`deduction_shortcut` (:func:`training_puzzles`)
+PUZZLE_SHORTCUTS = ("kept", "balanced")
+
+
+def training_puzzles(n: int, seed: int = 2, sizes=(3,), exclude=None, shortcut: str = "kept") -> list[str]:
     """``n`` solved ordering puzzles (the context followed by the gold choice), none of them a
-    benchmark item: the deduction examples of the stand-in's text.
+    benchmark item: the deduction examples of the stand-in's text (:func:`training_puzzle_items`'s items,
+    its arguments)."""
+    return [it["context"] + it["choices"][it["answer"]]
+            for it in training_puzzle_items(n, seed=seed, sizes=sizes, exclude=exclude, shortcut=shortcut)]
+
+
+def training_puzzle_items(n: int, seed: int = 2, sizes=(3,), exclude=None, shortcut: str = "kept") -> list[dict]:
+    """The ``n`` ordering puzzles of :func:`training_puzzles`, as items (the benchmarks' form).
 
     Generated with ``gen_logical_deduction`` from seeds ``seed + 1000 + round`` (``sizes``:
     the numbers of objects, spread evenly); a puzzle whose context is in ``exclude`` (default: the
     contexts of the committed deduction benchmarks, :func:`generate` at their defaults)
     is dropped and replaced. Small puzzles repeat by chance across seeds (about 1 in 1500 of the
     3-object ones is a benchmark item), so the exclusion is needed, not a formality.
+
+    ``shortcut``: "kept", the puzzles as generated (where the clues leave one object unnamed it is the
+    answer about three times in four, so "answer with the unnamed object" pays); "balanced", a puzzle whose
+    answer is its one unnamed object is kept only while such puzzles are at most 1/k of the k-object
+    puzzles with one unnamed object (:func:`deduction_shortcut`): the shortcut then tells no more than chance.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"puzzles must be a non-negative integer, got {n!r}")
     sizes = tuple(sizes)
     if not sizes or any(s not in NUMBER_WORDS for s in sizes):
         raise ValueError(f"puzzle_objects must be a non-empty subset of {tuple(NUMBER_WORDS)}, got {sizes!r}")
+    if shortcut not in PUZZLE_SHORTCUTS:
+        raise ValueError(f"shortcut must be one of {PUZZLE_SHORTCUTS}, got {shortcut!r}")
     if exclude is None:
         exclude = {item["context"] for name in HARD for item in generate(name)}
-    texts, round_ = [], 0
-    while len(texts) < n:
-        per_size = -(-(n - len(texts)) // len(sizes))
+    items, round_ = [], 0
+    unnamed = {size: {"shortcut right": 0, "shortcut wrong": 0} for size in sizes}  # kept so far, per size
+    while len(items) < n:
+        per_size = -(-(n - len(items)) // len(sizes))
         batch = gen_logical_deduction(n=per_size * len(sizes), seed=seed + 1000 + round_, sizes=sizes)
-        texts += [it["context"] + it["choices"][it["answer"]] for it in batch if it["context"] not in exclude]
+        for it in batch:
+            if it["context"] in exclude:
+                continue
+            if shortcut == "balanced":
+                kind, counts = deduction_shortcut(it), unnamed[it["n_objects"]]
+                if kind == "shortcut right" and (counts[kind] + 1) * it["n_objects"] > sum(counts.values()) + 1:
+                    continue  # one more would make the unnamed object the answer more often than chance
+                if kind in counts:
+                    counts[kind] += 1
+            items.append(it)
         round_ += 1
-    return texts[:n]
+    return items[:n]
 
 
 def training_documents(seed: int = 1, per_benchmark: int = 400, puzzles: int | None = None,
-                       puzzle_objects=(3, 5, 7)) -> list[str]:
+                       puzzle_objects=(3, 5, 7), puzzle_shortcut: str = "kept") -> list[str]:
     """Correct sentences of every family (another seed than the benchmarks'): the stand-in's
     templated text. Documents of 10 sentences; for pairs the correct sentence, for choices the
     context followed by the correct choice. Small pools (capitals, categories, arithmetic) are
     covered several times over, so the stand-in can *learn* these facts from its text.
 
     ``per_benchmark`` sentences per easy family; ``puzzles`` solved ordering puzzles with
-    ``puzzle_objects`` objects (default ``per_benchmark // 4``), never a benchmark item
-    (:func:`training_puzzles`)."""
+    ``puzzle_objects`` objects (default ``per_benchmark // 4``), never a benchmark item, with their
+    shortcut ``puzzle_shortcut`` (:func:`training_puzzles`)."""
     rng = random.Random(seed)
     sentences = []
     for name in BENCHMARKS:
@@ -644,7 +672,7 @@ def training_documents(seed: int = 1, per_benchmark: int = 400, puzzles: int | N
             continue
         if name == "logical_deduction":
             n = per_benchmark // 4 if puzzles is None else puzzles
-            sentences += training_puzzles(n, seed=seed, sizes=puzzle_objects)
+            sentences += training_puzzles(n, seed=seed, sizes=puzzle_objects, shortcut=puzzle_shortcut)
             continue
         n, family, round_ = per_benchmark, [], 0
         while len(family) < n:  # small pools (capitals: 220 sentences) repeat, in new orders

@@ -167,6 +167,9 @@ STANDIN_BUILD = {row.name: row for row in [
           help="solved ordering puzzles in the text, never a benchmark item"),
     Param("puzzle_objects", list, (3,), item=int, choices=tuple(sorted(diagnostics.NUMBER_WORDS)),
           help="object counts of those puzzles, comma-separated"),
+    Param("puzzle_shortcut", str, "kept", choices=diagnostics.PUZZLE_SHORTCUTS,
+          help="kept: the puzzles as generated; balanced: where one object goes unnamed by the clues, it is the "
+               "answer at chance rate (diagnostics.deduction_shortcut), so the shortcut tells nothing"),
 ]}
 
 #: the options of ``geomcap checkpoints`` beside its root, prompts and output, and the keywords of

@@ -21,7 +21,7 @@ from geomcap.parameters import PARAMETERS
 from geomcap.pythia.loading import (RevisionUnavailable, default_dtype, delete_cached_revision, hub_record,
                                     load_revision, load_tokenizer, revision_folder)
 from geomcap.pythia.scoring import benchmark_rows, encode_items, fitting_items, score_items
-from geomcap.pythia.standin import STANDIN_BUILD_KEYS
+from geomcap.pythia.standin import recorded_build
 
 #: bump when the scoring changes: it is part of every run's config
 SCORING = "loglik-v1: <|endoftext|> + context + choice, right padding; sum and per byte; pairs whole sentence"
@@ -43,7 +43,7 @@ def run_config(model, benchmark: str, label: str | None = None, benchmark_dir=No
             "benchmark_sha": diagnostics.file_sha(benchmark, benchmark_dir),
             "n_items": len(items), "chance": diagnostics.chance(items),
             "tokens_per_step": info["tokens_per_step"] if info else TOKENS_PER_STEP,
-            "standin": {k: info[k] for k in STANDIN_BUILD_KEYS} if info else None, "scoring": SCORING}
+            "standin": recorded_build(info) if info else None, "scoring": SCORING}
 
 
 def _stored_steps(run_dir: Path) -> set[int]:

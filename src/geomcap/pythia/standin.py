@@ -25,6 +25,16 @@ STANDIN_BUILD_KEYS = tuple(STANDIN_BUILD)
 _DEFAULT = {name: row.default for name, row in STANDIN_BUILD.items()}
 
 
+def recorded_build(values: dict) -> dict:
+    """The build parameters a stand-in records (``standin.json``; a run's config): those of
+    :data:`STANDIN_BUILD_KEYS` that ``values`` holds, ``puzzle_shortcut`` only where it is not "kept", so that
+    the builds made before it existed keep their records and their runs' names."""
+    build = {k: values[k] for k in STANDIN_BUILD_KEYS if k in values}
+    if build.get("puzzle_shortcut") == "kept":
+        del build["puzzle_shortcut"]
+    return build
+
+
 #: one solved ordering puzzle in the stand-in's text (its share of the corpus is recorded)
 _PUZZLE = re.compile(r"The following paragraphs each describe.*?\nAnswer: [^.]*\.", re.S)
 
@@ -36,18 +46,20 @@ def standin_steps(steps: int, every: int) -> list[int]:
 
 
 def standin_corpus(seed: int = 0, templates: int = 400, max_chars: int | None = None, puzzles: int | None = None,
-                   puzzle_objects=(3, 5, 7)) -> list[str]:
+                   puzzle_objects=(3, 5, 7), puzzle_shortcut: str = "kept") -> list[str]:
     """Text available offline: Python's documentation topics (pydoc_data.topics, ~465K characters),
     ``templates`` correct sentences per easy benchmark family and ``puzzles`` solved ordering
     puzzles with ``puzzle_objects`` objects (default ``templates // 4``), generated with other seeds
-    than the benchmarks' and never a benchmark item (:func:`geomcap.diagnostics.training_documents`).
+    than the benchmarks' and never a benchmark item, their shortcut ``puzzle_shortcut``
+    (:func:`geomcap.diagnostics.training_documents`).
     ``max_chars`` truncates the shuffled documents."""
     import random
 
     from pydoc_data.topics import topics
 
     docs = [topics[k] for k in sorted(topics)] + diagnostics.training_documents(
-        seed=seed + 1, per_benchmark=templates, puzzles=puzzles, puzzle_objects=puzzle_objects)
+        seed=seed + 1, per_benchmark=templates, puzzles=puzzles, puzzle_objects=puzzle_objects,
+        puzzle_shortcut=puzzle_shortcut)
     random.Random(seed).shuffle(docs)
     if max_chars is not None:
         kept, total = [], 0
@@ -81,7 +93,7 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
                   lr: float = _DEFAULT["lr"], every: int = _DEFAULT["every"], seed: int = _DEFAULT["seed"],
                   templates: int = _DEFAULT["templates"], max_chars: int | None = _DEFAULT["max_chars"],
                   puzzles: int | None = _DEFAULT["puzzles"], puzzle_objects=_DEFAULT["puzzle_objects"],
-                  progress: bool = True) -> Path:
+                  puzzle_shortcut: str = _DEFAULT["puzzle_shortcut"], progress: bool = True) -> Path:
     """Train a small GPT-NeoX (Pythia's architecture: rotary on 25% of each head, parallel residual,
     untied embeddings) on offline text and save it at Pythia-like revisions under ``out/stepN``.
 
@@ -109,16 +121,18 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
     """
     given = {"steps": steps, "layers": layers, "width": width, "heads": heads, "vocab_size": vocab_size,
              "seq_len": seq_len, "batch_size": batch_size, "lr": lr, "every": every, "seed": seed,
-             "templates": templates, "max_chars": max_chars, "puzzles": puzzles, "puzzle_objects": puzzle_objects}
+             "templates": templates, "max_chars": max_chars, "puzzles": puzzles, "puzzle_objects": puzzle_objects,
+             "puzzle_shortcut": puzzle_shortcut}
     build = {name: row.check(given[name]) for name, row in STANDIN_BUILD.items()}  # each through its row
     build["puzzle_objects"] = sorted(set(build["puzzle_objects"]))
+    build = recorded_build(build)
     if width % heads:
         raise ValueError(f"width {width} is not divisible by heads {heads}")
     if vocab_size < 300:
         raise ValueError(f"vocab_size must be >= 300 (256 bytes + 2 special tokens + merges), got {vocab_size}")
     out = Path(out)
     info = standin_info(out) if out.is_dir() else None
-    if info is not None and {k: info.get(k) for k in STANDIN_BUILD_KEYS} == build:
+    if info is not None and recorded_build(info) == build:
         return out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not empty (nor a stand-in with this build): choose a new folder")
@@ -129,7 +143,7 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
     quiet_transformers()
 
     t0 = time.perf_counter()
-    docs = standin_corpus(seed, templates, max_chars, puzzles, build["puzzle_objects"])
+    docs = standin_corpus(seed, templates, max_chars, puzzles, build["puzzle_objects"], puzzle_shortcut)
     tokenizer = train_tokenizer(docs, vocab_size)
     eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     stream = []
