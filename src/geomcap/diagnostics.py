@@ -58,7 +58,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["BENCHMARKS", "EASY", "HARD", "generate", "write_benchmarks", "load_benchmark",
-           "benchmark_dir", "chance", "file_sha", "training_documents", "training_puzzles"]
+           "benchmark_dir", "chance", "file_sha", "training_documents", "training_puzzles", "training_puzzle_items",
+           "SHORTCUT_CLASSES", "deduction_shortcut", "accuracy_by_shortcut", "PUZZLE_SHORTCUTS"]
 
 
 # ---------------------------------------------------------------------------
@@ -466,7 +467,7 @@ def deduction_shortcut(item: dict) -> str:
     answers by the shortcut scores about 1, 0 and chance on the three classes; one that deduces scores
     alike on all three. The objects are read from the choices (which differ only in the object: the words
     between their common first and last words), the clues from the context after the sentence that lists
-    the objects (the one after :data:`DEDUCTION_PREAMBLE`); a name counts where it stands as a whole word.
+    the objects (the one after ``DEDUCTION_PREAMBLE``); a name counts where it stands as a whole word.
     """
     if item.get("kind") != "choice" or "n_objects" not in item:
         raise ValueError(f"not an ordering puzzle (a choice item with n_objects): {item.get('id', item)!r}")
