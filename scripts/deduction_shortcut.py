@@ -1,6 +1,6 @@
 """A model's accuracy on the deduction benchmarks split by the unnamed-object shortcut.
 
-    python scripts/deduction_shortcut.py --model DIR [--revisions all|step2000,step2400]
+    python scripts/deduction_shortcut.py --model DIR [--revisions all|log|step2000,step2400|...]
                                          [--benchmarks logical_deduction_3] [--out FILE.json]
 
 Each item of a deduction benchmark is classed by geomcap.diagnostics.deduction_shortcut: "shortcut right"
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from geomcap import diagnostics, store
-from geomcap.analysis.pythia_revisions import local_revisions, revision_name
+from geomcap.analysis.pythia_revisions import available_revisions, select_revisions
 from geomcap.pythia.loading import load_revision, load_tokenizer
 from geomcap.pythia.scoring import score_items
 
@@ -30,7 +30,7 @@ from geomcap.pythia.scoring import score_items
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a local root of stepN folders, or a hub name")
-    parser.add_argument("--revisions", default="all", help="all, or revision names, comma-separated")
+    parser.add_argument("--revisions", default="all", help="as geomcap pythia run's --revisions (default all)")
     parser.add_argument("--benchmarks", default="logical_deduction_3",
                         help="deduction benchmarks, comma-separated (default logical_deduction_3)")
     parser.add_argument("--out", help="write the record here as JSON (default: print it)")
@@ -40,8 +40,7 @@ def main(argv=None) -> int:
         if name not in diagnostics.HARD:
             parser.error(f"--benchmarks: {name!r} is not a deduction benchmark ({', '.join(diagnostics.HARD)})")
     try:
-        revisions = (local_revisions(Path(args.model).expanduser()) if args.revisions == "all"
-                     else [revision_name(r) for r in args.revisions.split(",")])
+        revisions = select_revisions(args.revisions, available_revisions(args.model))  # as pythia run selects
     except ValueError as exc:
         parser.error(f"--revisions: {exc}")
     torch.set_num_threads(1)
