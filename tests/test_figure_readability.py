@@ -151,6 +151,14 @@ def _pythia_gaps(grid):
     return plots.pythia_gaps(_pythia(grid)[1])
 
 
+def _shortcut_curves(grid):
+    rows = [{"build": build, "benchmark": "logical_deduction_3", "step": step, "class": name, "items": items,
+             "accuracy": 0.3 + step / 4000, "chance": 1 / 3}
+            for build in ("standin-4x256", "standin-4x128-balanced") for step in (0, 1, 2, 4, 100, 200, 1000, 2000)
+            for name, items in (("all", 200), ("shortcut right", 59), ("shortcut wrong", 18), ("no shortcut", 123))]
+    return plots.shortcut_curves(pd.DataFrame(rows))
+
+
 def _twin_acquisition(grid):
     rows = [{"task": t, "level": "hard", "size": "405k", "seed": seed, "twin": twin, "acquisition_step": 1000 + 10 * twin,
              "rankme_transition_step": 900} for t in ("add", "mod", "mul", "sort") for seed in range(3) for twin in range(4)]
@@ -192,7 +200,7 @@ def _claims_by_size_figure(grid):
 
 FIGURES = [_forecast_figure, _alarm_curves, _claims_by_size_figure, _collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories, _grokking_curves,
            _claim_effects, _lead_strips, _layer_collapse_steps, _top_down_arms, _selectivity_layers,
-           _acquisition_regime, _pythia_curves, _pythia_gaps, _twin_acquisition, _aligned_measures]
+           _acquisition_regime, _pythia_curves, _pythia_gaps, _shortcut_curves, _twin_acquisition, _aligned_measures]
 
 
 @pytest.mark.parametrize("draw", FIGURES, ids=[f.__name__.strip("_") for f in FIGURES])

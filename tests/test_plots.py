@@ -1,5 +1,7 @@
 """Figures draw from a real (tiny) run without error and show what they claim."""
 import matplotlib
+import numpy as np
+import pandas as pd
 import pytest
 
 matplotlib.use("Agg")
@@ -286,3 +288,21 @@ def test_acquisition_regime_places_runs_by_recovery_and_counts_the_rest():
     assert points == {"easy (1)": [[80.0, 50.0]], "hard (1)": [[300.0, 900.0]]}
     assert ax.get_title() == "acquired during the collapse: 1 of 3\n(1 acquired without a recovery, not drawn)"
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+
+
+def test_shortcut_curves_one_line_per_class_in_each_builds_panel():
+    rows = [{"build": build, "benchmark": "logical_deduction_3", "step": step, "class": name, "items": 5,
+             "accuracy": np.nan if name == "shortcut wrong" and build == "b" else 0.5, "chance": 1 / 3}
+            for build in ("a", "b") for step in (0, 10, 100) for name in ("all", "shortcut right", "shortcut wrong",
+                                                                          "no shortcut")]
+    frame = pd.DataFrame(rows)
+    fig = plots.shortcut_curves(frame)
+    first, second = fig.axes[:2]
+    assert [ax.get_title() for ax in (first, second)] == ["a", "b"]
+    assert [ln.get_label() for ln in first.get_lines()][:4] == ["all", "shortcut right", "shortcut wrong",
+                                                               "no shortcut"]
+    assert "shortcut wrong" not in [ln.get_label() for ln in second.get_lines()]  # no item: no line
+    levels = sorted(ln.get_ydata()[0] for ln in first.get_lines() if ln.get_linestyle() in (":", "--"))
+    assert np.allclose(levels, [1 / 3, 1 / 3 + 0.5 * 2 / 3])  # chance and the acquisition level
+    with pytest.raises(ValueError, match="one benchmark"):
+        plots.shortcut_curves(pd.concat([frame, frame.assign(benchmark="logical_deduction")]))

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from geomcap import diagnostics, events, pythia, results, store
+from geomcap.analysis.pythia_runs import committed_shortcut_splits, shortcut_split
 
 TINY = dict(steps=12, layers=2, width=32, heads=2, vocab_size=320, seq_len=32, batch_size=8, every=6,
             templates=40, max_chars=60_000, puzzles=20, puzzle_objects=(3,), progress=False)
@@ -683,6 +684,53 @@ def test_the_shortcut_split_scores_as_pythia_run_does(standin, tmp_path):
         assert abs(row["all"]["accuracy"] - stored[pythia.revision_step(revision)]) <= 1 / len(items)
         assert {c: row[c]["items"] for c in diagnostics.SHORTCUT_CLASSES} == {
             c: classes.count(c) for c in diagnostics.SHORTCUT_CLASSES}
+    split = shortcut_split(out)  # the book's reading of the same file
+    assert len(split) == 4 * len(record) and set(split["build"]) == {"shortcut"}
+    read = split[split["class"] == "all"].set_index("revision")["accuracy"]
+    assert read.to_dict() == {r: row["all"]["accuracy"] for r, row in record.items()}
+
+
+def _split_record(table):
+    return {"model": "m", "classes": list(diagnostics.SHORTCUT_CLASSES), "rule": "r",
+            "benchmarks": {"logical_deduction_3": {"file_sha256": "x", "revisions": table}}}
+
+
+def test_shortcut_split_reads_a_record_into_tidy_rows(tmp_path):
+    """A hand-made record of a shortcut model (right 1, wrong 0, the rest at chance) read back row by row; a class
+    without items is NaN; revisions in step order whatever the file's order; other forms refused."""
+    shortcut = {"all": {"items": 10, "accuracy": 0.6}, "shortcut right": {"items": 4, "accuracy": 1.0},
+                "shortcut wrong": {"items": 2, "accuracy": 0.0}, "no shortcut": {"items": 4, "accuracy": 0.5}}
+    empty = {"all": {"items": 4, "accuracy": 0.25}, "shortcut right": {"items": 0, "accuracy": None},
+             "shortcut wrong": {"items": 0, "accuracy": None}, "no shortcut": {"items": 4, "accuracy": 0.25}}
+    path = tmp_path / "shortcut-toy.json"
+    path.write_text(json.dumps(_split_record({"step100": shortcut, "step20": empty})))
+    split = shortcut_split(path)
+    assert list(split["step"]) == [20] * 4 + [100] * 4
+    assert list(split["class"][:4]) == ["all", *diagnostics.SHORTCUT_CLASSES]
+    assert set(split["build"]) == {"toy"} and set(split["benchmark"]) == {"logical_deduction_3"}
+    late = split[split["step"] == 100].set_index("class")
+    assert late.loc["shortcut right", "accuracy"] == 1.0 and late.loc["shortcut wrong", "accuracy"] == 0.0
+    assert late.loc["no shortcut", "items"] == 4
+    assert split[split["step"] == 20].set_index("class")["accuracy"].isna().tolist() == [False, True, True, False]
+    assert np.allclose(split["chance"], 1 / 3)
+    assert set(shortcut_split(path, build="named")["build"]) == {"named"}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_split_record({"step1": {**shortcut, "lucky": {"items": 1, "accuracy": 1.0}}})))
+    with pytest.raises(ValueError, match="unknown class"):
+        shortcut_split(bad)
+    bad.write_text(json.dumps([1, 2]))
+    with pytest.raises(ValueError, match="not a shortcut split"):
+        shortcut_split(bad)
+
+
+def test_the_committed_shortcut_splits_are_read_for_the_book():
+    split = committed_shortcut_splits()
+    assert {"standin-4x256", "standin-4x128-balanced"} <= set(split["build"])
+    assert set(split["benchmark"]) == {"logical_deduction_3"}
+    counts = split[split["step"] == 0].groupby("build")["items"].apply(list)
+    for build, items in counts.items():  # the committed benchmark's classes, whatever the build
+        classes = [diagnostics.deduction_shortcut(it) for it in diagnostics.load_benchmark("logical_deduction_3")]
+        assert items == [len(classes), *(classes.count(c) for c in diagnostics.SHORTCUT_CLASSES)]
 
 
 def test_a_balanced_puzzle_build_is_recorded_and_a_kept_one_keeps_its_old_record(standin, tmp_path):

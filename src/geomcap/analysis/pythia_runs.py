@@ -4,6 +4,7 @@ are :mod:`geomcap.claims.c7`'s."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +138,54 @@ def describe(runs: pd.DataFrame, metrics: pd.DataFrame) -> str:
                 + (f", with {s['puzzles']} solved {'/'.join(map(str, s['puzzle_objects']))}-object ordering puzzles"
                    if s.get("puzzles") else "") + f". {where}.")
     return f"Model: {model}. {where}."
+
+
+#: the columns of :func:`shortcut_split`
+SHORTCUT_SPLIT_COLUMNS = ["build", "benchmark", "revision", "step", "class", "items", "accuracy", "chance"]
+
+
+def shortcut_split(path, build: str | None = None) -> pd.DataFrame:
+    """A deduction benchmark's accuracy split by the unnamed-object shortcut, as a tidy table: the record
+    ``scripts/deduction_shortcut.py`` writes (``data/pythia/shortcut-*.json``).
+
+    One row per benchmark, revision and class (``"all"``, then :data:`geomcap.diagnostics.SHORTCUT_CLASSES`):
+    ``build`` (default the file's name without ``shortcut-`` and ``.json``), ``benchmark``, ``revision``,
+    ``step``, ``class``, ``items``, ``accuracy`` (NaN for a class without items), ``chance`` (the benchmark's,
+    from its committed file); sorted by benchmark, step and class. ValueError, naming the file, for a record
+    of another form or a class the rule does not have."""
+    path = Path(path)
+    record = json.loads(path.read_text())
+    if not isinstance(record, dict) or not isinstance(record.get("benchmarks"), dict):
+        raise ValueError(f"{path}: not a shortcut split (a JSON object with 'benchmarks'), "
+                         f"as scripts/deduction_shortcut.py writes")
+    classes = ("all", *diagnostics.SHORTCUT_CLASSES)
+    build = path.stem.removeprefix("shortcut-") if build is None else build
+    rows = []
+    for benchmark, entry in record["benchmarks"].items():
+        chance = diagnostics.chance(diagnostics.load_benchmark(benchmark))
+        for revision, table in entry["revisions"].items():
+            unknown = set(table) - set(classes)
+            if unknown:
+                raise ValueError(f"{path}: {benchmark} {revision}: unknown class(es) {sorted(unknown)}")
+            for name in classes:
+                cell = table.get(name, {"items": 0, "accuracy": None})
+                rows.append({"build": build, "benchmark": benchmark, "revision": revision,
+                             "step": revision_step(revision), "class": name, "items": int(cell["items"]),
+                             "accuracy": np.nan if cell["accuracy"] is None else float(cell["accuracy"]),
+                             "chance": chance})
+    frame = pd.DataFrame(rows, columns=SHORTCUT_SPLIT_COLUMNS)
+    order = {name: i for i, name in enumerate(classes)}
+    return frame.sort_values(["benchmark", "step", "class"], key=lambda c: c.map(order) if c.name == "class" else c,
+                             kind="stable").reset_index(drop=True)
+
+
+def committed_shortcut_splits(benchmark: str = "logical_deduction_3") -> pd.DataFrame:
+    """Every committed shortcut split (``data/pythia/shortcut-*.json``, :func:`shortcut_split`), the rows of
+    ``benchmark`` only, builds in the files' name order; empty (with the columns) where none is committed."""
+    paths = sorted(store.committed_data("pythia").glob("shortcut-*.json"))
+    frames = [shortcut_split(p) for p in paths]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SHORTCUT_SPLIT_COLUMNS)
+    return frame[frame["benchmark"] == benchmark].reset_index(drop=True)
 
 
 #: CPU forward pass measured on this project's 2-core machines: seconds for

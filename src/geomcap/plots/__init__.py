@@ -44,8 +44,10 @@ from geomcap.plots.claims import (  # noqa: F401
     grokking_curves,
 )
 from geomcap.plots.pythia import (  # noqa: F401
+    SHORTCUT_COLORS,
     pythia_curves,
     pythia_gaps,
+    shortcut_curves,
 )
 from geomcap.plots.forecast import (  # noqa: F401
     SIGNAL_COLORS,

@@ -61,6 +61,50 @@ def pythia_curves(metrics, table, measure: str = "rankme", ncols: int = 2):
 
 
 
+#: one colour per class of :func:`geomcap.diagnostics.deduction_shortcut` (and "all", black)
+SHORTCUT_COLORS = {"all": "k", "shortcut right": "C2", "shortcut wrong": "C3", "no shortcut": "C0"}
+
+
+def shortcut_curves(split, ncols: int = 2):
+    """One panel per build: a deduction benchmark's accuracy over revisions, split by the unnamed-object
+    shortcut (one line per class: black all items, green where the unnamed object is the answer, red where
+    it is not, blue where every object is named), chance dotted, the acquisition level dashed
+    (``chance + ACQUISITION_THRESHOLD * (1 - chance)``: the protocol's rule on chance-corrected accuracy).
+
+    split: :func:`geomcap.analysis.pythia_runs.shortcut_split` rows of one benchmark (``build``, ``step``,
+    ``class``, ``items``, ``accuracy``, ``chance``). A model that deduces keeps the three classes together; one
+    that answers with the unnamed object splits them to about 1, 0 and chance."""
+    from geomcap.analysis.protocol import ACQUISITION_THRESHOLD
+
+    set_style()
+    builds = list(dict.fromkeys(split["build"]))
+    if split["benchmark"].nunique() != 1:
+        raise ValueError(f"one benchmark per figure, got {sorted(split['benchmark'].unique())}")
+    fig, axes, used = panels(len(builds), min(ncols, len(builds)), 3.7, 2.6)
+    for ax, build in zip(used, builds):
+        rows = split[split["build"] == build]
+        for name, colour in SHORTCUT_COLORS.items():
+            cls = rows[rows["class"] == name].sort_values("step")
+            if cls["accuracy"].notna().any():
+                items = int(cls["items"].iloc[0])
+                ax.plot(cls["step"], cls["accuracy"], color=colour, linewidth=1.6 if name == "all" else 1.1,
+                        marker="." if len(cls) < 40 else None, label=f"{name}")
+                ax.annotate(f"{items}", (cls["step"].iloc[-1], cls["accuracy"].iloc[-1]), xytext=(3, 0),
+                            textcoords="offset points", fontsize="small", color=colour, va="center")
+        chance = float(rows["chance"].iloc[0])
+        ax.axhline(chance, color="0.6", linestyle=":", linewidth=1, label="chance")
+        ax.axhline(chance + ACQUISITION_THRESHOLD * (1 - chance), color="0.4", linestyle="--", linewidth=1,
+                   label="acquisition level")
+        step_axis(ax, sorted(rows["step"].unique()))
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(build, fontsize="medium")
+        ax.set_ylabel("accuracy" if ax in axes[:, 0] else "")
+    bottom_xlabels(axes)
+    handles, labels = used[0].get_legend_handles_labels()
+    legend_above(fig, handles, labels, ncol=3, fontsize="small")
+    return fig
+
+
 def pythia_gaps(table, paper_gap_steps: int = paper.CLAIMS["C7"]["values"]["gap_steps"],
                 paper_last_step: int = paper.CLAIMS["C7"]["values"]["training_steps"]):
     """The precursor gap (acquisition - transition) of each benchmark as a fraction of the run's
