@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from geomcap import plots
-from geomcap.claims.scale import SCALE_COLUMNS, claims_by_size, size_ratios
+from geomcap.claims.scale import C6_TREND_COLUMNS, SCALE_COLUMNS, c6_regime_trend, claims_by_size, size_ratios
 
 
 def _summary(size, parameters, ordered, floors, top_down, acquisition=(400, 450, 800, 900)):
@@ -52,3 +52,32 @@ def test_a_preset_with_no_acquired_run_has_no_ordering_row():
     table = claims_by_size(summary)
     assert not (table["statistic"] == "ordered").any() and (table["statistic"] == "collapse then recovery").any()
     assert np.isnan(size_ratios(table).get("405k", np.nan))
+
+
+def _clock(size, parameters, level, acquisition, recovery=100):
+    summary = _summary(size, parameters, [True] * 4, [2.0] * 4, [True] * 4, acquisition=acquisition)
+    return summary.assign(level=level, rankme_recovery_step=recovery)
+
+
+def test_c6_trend_finds_where_a_falling_ratio_reaches_one_and_none_where_it_does_not_fall():
+    """Medium: acquisition at 4x, 2x, 1x the recovery at 1e5, 1e6, 1e7 parameters -> slope -log10(2) per decade,
+    reaching 1 at 1e7. Hard: 3x at every size -> slope 0, never. A run never acquired, or whose collapse never
+    recovered, is not read."""
+    summary = pd.concat([_clock("a", 1e5, "hard", (300,) * 4), _clock("c", 1e7, "medium", (100, 100, None, 100)),
+                         _clock("a", 1e5, "medium", (400,) * 4), _clock("b", 1e6, "medium", (200,) * 4),
+                         _clock("b", 1e6, "hard", (300,) * 4),
+                         _clock("c", 1e7, "hard", (300, 300, 300, 300), recovery=[100, 100, 100, None])],
+                        ignore_index=True)
+    per_size, fits = c6_regime_trend(summary)
+    assert list(per_size.columns) == list(C6_TREND_COLUMNS)
+    assert list(per_size["size"]) == ["a", "b", "c"] * 2  # by parameters within each level
+    assert list(dict.fromkeys(per_size["level"])) == ["medium", "hard"]
+    medium = per_size[per_size["level"] == "medium"].set_index("size")
+    assert medium["value"].to_dict() == {"a": 4.0, "b": 2.0, "c": 1.0} and medium.loc["c", "runs"] == 3
+    assert per_size[(per_size["level"] == "hard") & (per_size["size"] == "c")]["runs"].iloc[0] == 3
+    fit = fits.set_index("level")
+    assert fit.loc["medium", "slope"] == pytest.approx(-np.log10(2))
+    assert fit.loc["medium", "reaches_one_at"] == pytest.approx(1e7)
+    assert fit.loc["hard", "slope"] == pytest.approx(0, abs=1e-12) and np.isnan(fit.loc["hard", "reaches_one_at"])
+    one_preset, no_fit = c6_regime_trend(_clock("a", 1e5, "easy", (400,) * 4))
+    assert len(one_preset) == 1 and no_fit.empty  # one preset: no line

@@ -74,7 +74,7 @@ from geomcap.claims.c8 import (
     MIN_SIZE_RATIO, RHO_PARTLY, check_one_run_per_key, claim_c8, proxy_pairs, size_ratio, timing_concordance,
     trajectory_correlation)
 from geomcap.claims.scale import (
-    SCALE_COLUMNS, SCALE_STATISTICS, claims_by_size, size_ratios)
+    C6_TREND_COLUMNS, SCALE_COLUMNS, SCALE_STATISTICS, c6_regime_trend, claims_by_size, size_ratios)
 from geomcap.claims.table import (
     EFFECT_COLUMNS, RULES, analyse_claims, claim_effects, claim_rows, claims_from_analysis, claims_from_store,
     findings_markdown, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
@@ -106,5 +106,6 @@ __all__ = [
     "forecast_reading", "precision_runs", "precision_check", "exchangeable_inside_probability", "PRECISION_STATISTICS",
     "FIGURE_SIGNALS", "FORECAST_HORIZONS", "SENSITIVITY_SCALES", "VERDICT_HORIZON", "random_recall_curve",
     "rescaled", "band_sensitivity", "SCALE_COLUMNS", "SCALE_STATISTICS", "claims_by_size", "size_ratios",
+    "C6_TREND_COLUMNS", "c6_regime_trend",
 ]
 

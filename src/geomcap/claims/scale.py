@@ -18,6 +18,7 @@ from geomcap.analysis.intervals import rate_interval, setting_bootstrap
 from geomcap.claims.c1 import collapse_recovers
 from geomcap.claims.c6 import acquired_during_collapse
 from geomcap.claims.c8 import trajectory_correlation
+from geomcap.tasks import LEVELS
 
 #: the statistics :func:`~geomcap.results.claims_by_size` reports: (claim, statistic) -> what it is, in words
 SCALE_STATISTICS = {
@@ -124,3 +125,46 @@ def size_ratios(table: pd.DataFrame, reference: str = "405k") -> pd.Series:
     params = table.groupby("size")["parameters"].first()
     return params / params.get(reference, np.nan)
 
+
+
+#: the columns of :func:`~geomcap.results.c6_regime_trend`
+C6_TREND_COLUMNS = ("level", "size", "parameters", "value", "low", "high", "runs", "settings")
+
+
+def c6_regime_trend(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """How far each preset is from C6's regime (acquisition during the collapse), level by level.
+
+    Per level and preset, ``value``: the median over acquired runs whose collapse recovered of the acquisition
+    step over the final layer's RankMe recovery step (at most 1: acquired during the collapse, the runs
+    :func:`~geomcap.results.acquired_during_collapse` counts), with its 95% interval over settings. Then per
+    level with at least two presets, a least-squares line of log10(value) against log10(parameters) through
+    the presets' medians: ``slope`` (decades of the ratio per decade of parameters) and ``reaches_one_at``,
+    the parameters where the line reaches 1 (NaN where the slope is not negative: the ratio does not come
+    down with size). Returns (per preset: :data:`~geomcap.claims.scale.C6_TREND_COLUMNS`; per level: level, presets, slope,
+    reaches_one_at), levels easy to hard and presets by parameters within each. A line through three or four medians is a
+    direction, not a forecast."""
+    acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
+    recovery = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
+    ratio = summary.assign(acquisition_over_recovery=acq / recovery)
+    rows = []
+    for level, at_level in ratio.groupby("level", sort=False):
+        for size in dict.fromkeys(at_level["size"]):
+            at = at_level[at_level["size"] == size]
+            row = _median_row("C6", "", size, _parameters(summary, size), "real", at, "acquisition_over_recovery")
+            if row["runs"]:
+                rows.append({"level": level, **{k: row[k] for k in C6_TREND_COLUMNS if k != "level"}})
+    per_size = pd.DataFrame(rows, columns=list(C6_TREND_COLUMNS))
+    levels = {level: LEVELS.index(level) if level in LEVELS else len(LEVELS) for level in per_size["level"]}
+    per_size = per_size.sort_values(["level", "parameters"], key=lambda c: c.map(levels) if c.name == "level" else c,
+                                    kind="stable").reset_index(drop=True)  # presets by size within each level
+    fits = []
+    for level, at in per_size.groupby("level", sort=False):
+        at = at.dropna(subset=["parameters", "value"])
+        at = at[at["value"] > 0]
+        if at["parameters"].nunique() < 2:
+            continue
+        x, y = np.log10(at["parameters"].astype(float)), np.log10(at["value"].astype(float))
+        slope, intercept = np.polyfit(x, y, 1)
+        fits.append({"level": level, "presets": ", ".join(at["size"]), "slope": float(slope),
+                     "reaches_one_at": float(10 ** (-intercept / slope)) if slope < 0 else np.nan})
+    return per_size, pd.DataFrame(fits, columns=["level", "presets", "slope", "reaches_one_at"])
