@@ -131,6 +131,26 @@ def test_standin_bad_build_parameters(kwargs, fragment, tmp_path):
         pythia.build_standin(tmp_path / "s", **{**TINY, **kwargs})
 
 
+def test_the_standin_builds_on_the_device_asked_and_refuses_another_before_writing(standin, tmp_path, capsys):
+    """device "auto" is cuda where present, else cpu (the provenance says which); "cpu" on a CPU machine gives
+    the same weights as "auto" there; a device that is not there or not a device is one line, nothing written."""
+    from geomcap.models import resolve_device
+    from geomcap.schema import SettingError
+
+    assert pythia.standin_info(standin)["provenance"]["device"] == str(resolve_device("auto"))
+    if not torch.cuda.is_available():
+        on_cpu = pythia.build_standin(tmp_path / "cpu", **TINY, device="cpu")
+        for a, b in zip(pythia.load_revision(standin, 12).parameters(), pythia.load_revision(on_cpu, 12).parameters()):
+            assert torch.equal(a, b)
+    bad = ["tpu"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in bad:
+        with pytest.raises(SettingError, match="device"):
+            pythia.build_standin(tmp_path / f"python-{device}", **TINY, device=device)
+        code, _, err = geomcap(capsys, "standin", "--out", tmp_path / f"command-{device}", "--device", device)
+        assert code == 2 and err.startswith("geomcap: error: --device: ") and err.count("\n") == 1
+        assert not (tmp_path / f"python-{device}").exists() and not (tmp_path / f"command-{device}").exists()
+
+
 def test_missing_local_revision_is_a_clear_message(standin):
     with pytest.raises(pythia.RevisionUnavailable, match=r"revision step7 missing: no folder .*step7 "
                                                          r"\(6 revisions there, step0 \.\. step12\)"):

@@ -107,6 +107,7 @@ def _pythia_parsers(sub) -> None:
     for name, row in STANDIN_BUILD.items():  # checked through the same rows (cmd_pythia)
         aliases = ["--vocab"] if name == "vocab_size" else []  # its option's first name
         p.add_argument("--" + name.replace("_", "-"), *aliases, dest=name, default=row.default, help=row.describe())
+    _row_option(p, "device")
     p.add_argument("--quiet", action="store_true")
 
     p = pythia_sub.add_parser("run", help="accuracy and per-layer RankMe of every revision x benchmark into a "
@@ -414,8 +415,9 @@ def cmd_pythia(args) -> int:
 
     if args.pythia_command == "standin":
         build = {name: _option(name, getattr(args, name), row) for name, row in STANDIN_BUILD.items()}
+        device = _option("device", args.device)
         check_writable(args.out)
-        out = pythia.build_standin(args.out, **build, progress=not args.quiet)
+        out = pythia.build_standin(args.out, **build, device=device, progress=not args.quiet)
         info = pythia.standin_info(out)
         print(f"{out}: {len(info['revisions'])} revisions, {info['parameters']:,} parameters, "
               f"final loss {info['final_loss']:.2f}, built in {info['build_seconds']:.0f} s")

@@ -14,7 +14,7 @@ from geomcap import diagnostics, store
 from geomcap.analysis.pythia_revisions import STANDIN_FILE, STANDIN_NAME, standin_info
 from geomcap.checkpoints import quiet_transformers
 from geomcap.config import lr_schedule
-from geomcap.models import LogitsOnly
+from geomcap.models import LogitsOnly, resolve_device
 from geomcap.parameters import STANDIN_BUILD
 from geomcap.store import check_writable
 from geomcap.train import make_optimizer, train_step
@@ -93,7 +93,8 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
                   lr: float = _DEFAULT["lr"], every: int = _DEFAULT["every"], seed: int = _DEFAULT["seed"],
                   templates: int = _DEFAULT["templates"], max_chars: int | None = _DEFAULT["max_chars"],
                   puzzles: int | None = _DEFAULT["puzzles"], puzzle_objects=_DEFAULT["puzzle_objects"],
-                  puzzle_shortcut: str = _DEFAULT["puzzle_shortcut"], progress: bool = True) -> Path:
+                  puzzle_shortcut: str = _DEFAULT["puzzle_shortcut"], device: str = "auto",
+                  progress: bool = True) -> Path:
     """Train a small GPT-NeoX (Pythia's architecture: rotary on 25% of each head, parallel residual,
     untied embeddings) on offline text and save it at Pythia-like revisions under ``out/stepN``.
 
@@ -118,6 +119,11 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
     a hard task (``logical_deduction_3``) learnable; ``seq_len`` 128 holds a
     whole puzzle (75 tokens on average, at most 92). Seeded: the same arguments
     on the same machine give the same weights.
+
+    ``device``: "auto" (cuda when present, else cpu), "cpu" or "cuda"; it is not a build parameter (a folder
+    built on either is reused), and ``standin.json``'s provenance records it. The batches are drawn on the CPU
+    either way, so a GPU build trains on the same windows; its weights differ from a CPU build's by
+    floating-point rounding.
     """
     given = {"steps": steps, "layers": layers, "width": width, "heads": heads, "vocab_size": vocab_size,
              "seq_len": seq_len, "batch_size": batch_size, "lr": lr, "every": every, "seed": seed,
@@ -126,6 +132,7 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
     build = {name: row.check(given[name]) for name, row in STANDIN_BUILD.items()}  # each through its row
     build["puzzle_objects"] = sorted(set(build["puzzle_objects"]))
     build = recorded_build(build)
+    dev = resolve_device(device)
     if width % heads:
         raise ValueError(f"width {width} is not divisible by heads {heads}")
     if vocab_size < 300:
@@ -159,13 +166,13 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
                            rotary_pct=0.25, rotary_emb_base=10000, max_position_embeddings=2048,
                            use_parallel_residual=True, tie_word_embeddings=False, bos_token_id=eot,
                            eos_token_id=eot, attention_dropout=0.0, hidden_dropout=0.0)
-    net = GPTNeoXForCausalLM(config)
+    net = GPTNeoXForCausalLM(config).to(dev)
     # geomcap's one training step (train.make_optimizer, train.train_step, train.lr_schedule) with Pythia's
     # settings: AdamW betas (0.9, 0.95), weight decay 0.01 on the matrices, 1% warmup, cosine to 10%,
     # gradient norm clipped at 1; the loss is next-token cross-entropy over the whole window (the
     # window's first token as the prompt, the rest as the answer)
     opt = make_optimizer(net, lr, weight_decay=0.01, betas=(0.9, 0.95))
-    warmup, step_model, cpu = max(1, steps // 100), LogitsOnly(net), torch.device("cpu")
+    warmup, step_model = max(1, steps // 100), LogitsOnly(net)
 
     save_at = set(standin_steps(steps, every))
     gen = torch.Generator().manual_seed(seed)
@@ -183,9 +190,9 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
     losses = []
     for step in tqdm(range(1, steps + 1), desc="stand-in", unit="step", disable=not progress):
         starts = torch.randint(0, len(stream) - seq_len - 1, (batch_size,), generator=gen)
-        batch = torch.stack([stream[s: s + seq_len] for s in starts.tolist()])
+        batch = torch.stack([stream[s: s + seq_len] for s in starts.tolist()]).to(dev)
         loss = train_step(net, opt, batch[:, :1], batch[:, 1:], lr_schedule(step - 1, lr, warmup, steps, 0.1),
-                          1.0, cpu, step_model=step_model)
+                          1.0, dev, step_model=step_model)
         losses.append(float(loss.detach()))
         if step in save_at:
             net.eval()
@@ -198,6 +205,6 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
             "puzzle_chars": sum(len(p) for d in docs for p in re.findall(_PUZZLE, d)),
             "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
             "train_seconds": round(time.perf_counter() - t_train, 2),
-            "build_seconds": round(time.perf_counter() - t0, 2), "provenance": store.provenance("cpu")}
+            "build_seconds": round(time.perf_counter() - t0, 2), "provenance": store.provenance(str(dev))}
     store.atomic_write_json(out / STANDIN_FILE, info)
     return out
