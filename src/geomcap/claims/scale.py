@@ -126,7 +126,6 @@ def size_ratios(table: pd.DataFrame, reference: str = "405k") -> pd.Series:
     return params / params.get(reference, np.nan)
 
 
-
 #: the columns of :func:`~geomcap.results.c6_regime_trend`
 C6_TREND_COLUMNS = ("level", "size", "parameters", "value", "low", "high", "runs", "settings")
 
@@ -140,9 +139,9 @@ def c6_regime_trend(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     level with at least two presets, a least-squares line of log10(value) against log10(parameters) through
     the presets' medians: ``slope`` (decades of the ratio per decade of parameters) and ``reaches_one_at``,
     the parameters where the line reaches 1 (NaN where the slope is not negative: the ratio does not come
-    down with size). Returns (per preset: :data:`~geomcap.claims.scale.C6_TREND_COLUMNS`; per level: level, presets, slope,
-    reaches_one_at), levels easy to hard and presets by parameters within each. A line through three or four medians is a
-    direction, not a forecast."""
+    down with size). Returns (per preset: :data:`~geomcap.claims.scale.C6_TREND_COLUMNS`; per level: level,
+    presets, slope, reaches_one_at), levels easy to hard and presets by parameters within each. A line
+    through three or four medians is a direction, not a forecast."""
     acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
     recovery = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
     ratio = summary.assign(acquisition_over_recovery=acq / recovery)
