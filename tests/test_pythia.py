@@ -764,3 +764,47 @@ def test_a_balanced_puzzle_build_is_recorded_and_a_kept_one_keeps_its_old_record
     assert store.config_hash(plain) != store.config_hash(other)
     with pytest.raises(ValueError, match="puzzle_shortcut"):
         pythia.build_standin(tmp_path / "bad", **{**TINY, "puzzle_shortcut": "hidden"})
+
+
+def _deduction_probe():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("deduction_probe", Path(__file__).parents[1] / "scripts" /
+                                                  "deduction_probe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_deduction_probe_masks_the_context_and_records_each_scoring(standin, tmp_path):
+    """scripts/deduction_probe.py: with loss "answer" only the answer's tokens carry labels, with "all" every
+    token does, padding never; a tiny run records a row at step 0 and every --every steps, each splitting the
+    committed benchmark's items as diagnostics.deduction_shortcut does; bad options are refused in one line."""
+    probe = _deduction_probe()
+    tok = pythia.load_tokenizer(standin)
+    pairs = [("Which is left?\nAnswer:", " The red book is the leftmost."), ("Q?\nAnswer:", " The cat.")]
+    ids, mask, labels = probe.batch_tensors(pairs, tok, "answer")
+    for r, (context, answer) in enumerate(pairs):
+        n_ctx = len(tok(context, add_special_tokens=False)["input_ids"])
+        n_ans = len(tok(answer, add_special_tokens=False)["input_ids"])
+        assert int(mask[r].sum()) == 1 + n_ctx + n_ans
+        assert (labels[r] != -100).sum() == n_ans and torch.equal(labels[r, 1 + n_ctx: 1 + n_ctx + n_ans],
+                                                                  ids[r, 1 + n_ctx: 1 + n_ctx + n_ans])
+    _, mask_all, labels_all = probe.batch_tensors(pairs, tok, "all")
+    assert torch.equal(labels_all != -100, mask_all.bool())
+    out = tmp_path / "probe.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    script = str(Path(__file__).parents[1] / "scripts" / "deduction_probe.py")
+    subprocess.run([sys.executable, script, "--out", str(out), "--layers", "1", "--width", "32", "--heads", "2",
+                    "--steps", "4", "--every", "2", "--batch", "4", "--device", "cpu"], check=True,
+                   capture_output=True, env=env)
+    record = json.loads(out.read_text())
+    assert [row["step"] for row in record["rows"]] == [0, 2, 4]
+    assert record["rows"][0]["train_loss"] is None and all(math.isfinite(r["train_loss"]) for r in record["rows"][1:])
+    classes = [diagnostics.deduction_shortcut(it) for it in diagnostics.load_benchmark("logical_deduction_3")]
+    for row in record["rows"]:
+        assert {c: row[c]["items"] for c in diagnostics.SHORTCUT_CLASSES} == {
+            c: classes.count(c) for c in diagnostics.SHORTCUT_CLASSES}
+    bad = subprocess.run([sys.executable, script, "--out", str(tmp_path / "bad.json"), "--width", "30"],
+                         capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "not divisible" in bad.stderr and not (tmp_path / "bad.json").exists()
