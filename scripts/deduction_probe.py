@@ -33,7 +33,7 @@ from geomcap import diagnostics, store
 from geomcap.config import lr_schedule
 from geomcap.models import resolve_device
 from geomcap.pythia.scoring import score_items
-from geomcap.pythia.standin import train_tokenizer
+from geomcap.pythia.standin import neox_config, train_tokenizer
 from geomcap.train import make_optimizer
 
 BENCHMARK = "logical_deduction_3"
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         device = resolve_device(args.device)
     except ValueError as exc:
         parser.error(f"--device: {exc}")
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import GPTNeoXForCausalLM
 
     t0 = time.perf_counter()
     torch.manual_seed(args.seed)
@@ -105,12 +105,7 @@ def main(argv=None) -> int:
     first = [next(stream) for _ in range(3000)]
     tokenizer = train_tokenizer([c + a for c, a in first], 512)
     eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = GPTNeoXConfig(vocab_size=64 * math.ceil(len(tokenizer) / 64), hidden_size=args.width,
-                           num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                           intermediate_size=4 * args.width, rotary_pct=0.25, max_position_embeddings=512,
-                           use_parallel_residual=True, tie_word_embeddings=False, bos_token_id=eot,
-                           eos_token_id=eot, attention_dropout=0.0, hidden_dropout=0.0)
-    net = GPTNeoXForCausalLM(config).to(device)
+    net = GPTNeoXForCausalLM(neox_config(len(tokenizer), args.layers, args.width, args.heads, eot, 512)).to(device)
     opt = make_optimizer(net, args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     items = diagnostics.load_benchmark(BENCHMARK)
     classes = [diagnostics.deduction_shortcut(it) for it in items]

@@ -87,6 +87,20 @@ def train_tokenizer(docs: list[str], vocab_size: int):
                                    unk_token="<|endoftext|>", pad_token="<|padding|>")
 
 
+def neox_config(tokenizer_size: int, layers: int, width: int, heads: int, eot: int, max_positions: int = 2048):
+    """The stand-in's ``GPTNeoXConfig``: Pythia's architecture (rotary embeddings on 25% of each head, base
+    10000; parallel residual; untied input and output embeddings; MLP 4 x width; no dropout) at ``layers`` x
+    ``width`` with ``heads`` heads, the vocabulary padded to a multiple of 64 (as Pythia's), ``eot`` the
+    ``<|endoftext|>`` id."""
+    from transformers import GPTNeoXConfig
+
+    return GPTNeoXConfig(vocab_size=64 * math.ceil(tokenizer_size / 64), hidden_size=width,
+                         num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * width,
+                         rotary_pct=0.25, rotary_emb_base=10000, max_position_embeddings=max_positions,
+                         use_parallel_residual=True, tie_word_embeddings=False, bos_token_id=eot,
+                         eos_token_id=eot, attention_dropout=0.0, hidden_dropout=0.0)
+
+
 def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["layers"], width: int = _DEFAULT["width"],
                   heads: int = _DEFAULT["heads"], vocab_size: int = _DEFAULT["vocab_size"],
                   seq_len: int = _DEFAULT["seq_len"], batch_size: int = _DEFAULT["batch_size"],
@@ -144,7 +158,7 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not empty (nor a stand-in with this build): choose a new folder")
     check_writable(out)
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import GPTNeoXForCausalLM
 
     out.mkdir(parents=True, exist_ok=True)
     quiet_transformers()
@@ -161,12 +175,7 @@ def build_standin(out, steps: int = _DEFAULT["steps"], layers: int = _DEFAULT["l
         raise ValueError(f"corpus of {len(stream)} tokens is shorter than seq_len {seq_len}")
 
     torch.manual_seed(seed)
-    config = GPTNeoXConfig(vocab_size=64 * math.ceil(len(tokenizer) / 64), hidden_size=width,
-                           num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * width,
-                           rotary_pct=0.25, rotary_emb_base=10000, max_position_embeddings=2048,
-                           use_parallel_residual=True, tie_word_embeddings=False, bos_token_id=eot,
-                           eos_token_id=eot, attention_dropout=0.0, hidden_dropout=0.0)
-    net = GPTNeoXForCausalLM(config).to(dev)
+    net = GPTNeoXForCausalLM(neox_config(len(tokenizer), layers, width, heads, eot)).to(dev)
     # geomcap's one training step (train.make_optimizer, train.train_step, train.lr_schedule) with Pythia's
     # settings: AdamW betas (0.9, 0.95), weight decay 0.01 on the matrices, 1% warmup, cosine to 10%,
     # gradient norm clipped at 1; the loss is next-token cross-entropy over the whole window (the
