@@ -2,15 +2,17 @@
 
     python scripts/deduction_probe.py --out FILE.json [--layers 4] [--width 128] [--heads 4] [--steps 3000]
                                       [--lr 3e-3] [--batch 32] [--loss answer|all] [--every 250] [--seed 0]
-                                      [--device auto]
+                                      [--puzzle-shortcut kept|balanced] [--device auto]
 
 The stand-in (geomcap pythia standin) learns deduction from puzzles mixed into other text, drawn from a fixed
 set. This probe removes both limits: it trains on a fresh stream of solved 3-object ordering puzzles and
 nothing else (geomcap.diagnostics.training_puzzle_items: the benchmark's generator, never a benchmark item;
 the context followed by the gold statement), one puzzle per row, padded, with the loss on the answer's
-tokens only (--loss answer) or on every token (--loss all). The model is the stand-in's GPT-NeoX (rotary on
-25% of each head, parallel residual, untied embeddings), its tokenizer a byte-level BPE of 512 tokens trained
-on the stream's first puzzles; AdamW (betas 0.9, 0.95, weight decay 0.01 on the matrices), 1% warmup then
+tokens only (--loss answer) or on every token (--loss all); --puzzle-shortcut balanced keeps the
+unnamed-object shortcut from paying more than chance in the stream (as the stand-in's --puzzle-shortcut).
+The model is the stand-in's GPT-NeoX (geomcap.pythia.standin.neox_config: rotary on 25% of each head,
+parallel residual, untied embeddings), its tokenizer a byte-level BPE of 512 tokens trained on the stream's
+first puzzles; AdamW (betas 0.9, 0.95, weight decay 0.01 on the matrices), 1% warmup then
 cosine to 10% of --lr, gradient norm clipped at 1 (geomcap.train.make_optimizer, geomcap.config.lr_schedule).
 At step 0 and every --every steps the committed logical_deduction_3 benchmark is scored as `geomcap pythia
 run` scores it (geomcap.pythia.scoring.score_items) and split by the unnamed-object shortcut
@@ -40,11 +42,12 @@ BENCHMARK = "logical_deduction_3"
 CHUNK = 3200  # puzzles generated at a time; chunk k draws from generator seeds seed + 100 k + 1000 + round
 
 
-def puzzle_stream(seed: int):
-    """Solved 3-object puzzles, (context, answer) pairs, without end; never a benchmark item."""
+def puzzle_stream(seed: int, shortcut: str = "kept"):
+    """Solved 3-object puzzles, (context, answer) pairs, without end; never a benchmark item; ``shortcut`` as
+    :func:`geomcap.diagnostics.training_puzzle_items`'s (balanced within each chunk)."""
     k = 0
     while True:
-        for item in diagnostics.training_puzzle_items(CHUNK, seed=seed + 100 * k, sizes=(3,)):
+        for item in diagnostics.training_puzzle_items(CHUNK, seed=seed + 100 * k, sizes=(3,), shortcut=shortcut):
             yield item["context"], item["choices"][item["answer"]]
         k += 1
 
@@ -82,6 +85,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=32, help="puzzles per step")
     parser.add_argument("--loss", choices=("answer", "all"), default="answer",
                         help="answer: the loss on the answer's tokens only; all: on every token")
+    parser.add_argument("--puzzle-shortcut", choices=diagnostics.PUZZLE_SHORTCUTS, default="kept",
+                        help="kept: the puzzles as generated; balanced: the unnamed object is the answer at chance rate")
     parser.add_argument("--every", type=int, default=250, help="score the benchmark every K steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
@@ -101,7 +106,7 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     torch.manual_seed(args.seed)
-    stream = puzzle_stream(args.seed)
+    stream = puzzle_stream(args.seed, args.puzzle_shortcut)
     first = [next(stream) for _ in range(3000)]
     tokenizer = train_tokenizer([c + a for c, a in first], 512)
     eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")

@@ -805,6 +805,13 @@ def test_the_deduction_probe_masks_the_context_and_records_each_scoring(standin,
     for row in record["rows"]:
         assert {c: row[c]["items"] for c in diagnostics.SHORTCUT_CLASSES} == {
             c: classes.count(c) for c in diagnostics.SHORTCUT_CLASSES}
+    firsts = {}
+    for shortcut in diagnostics.PUZZLE_SHORTCUTS:  # the stream is the stand-in's puzzles, with their shortcut
+        stream = probe.puzzle_stream(0, shortcut)
+        firsts[shortcut] = [next(stream) for _ in range(50)]
+        items = diagnostics.training_puzzle_items(probe.CHUNK, seed=0, sizes=(3,), shortcut=shortcut)[:50]
+        assert firsts[shortcut] == [(it["context"], it["choices"][it["answer"]]) for it in items]
+    assert firsts["kept"] != firsts["balanced"]
     bad = subprocess.run([sys.executable, script, "--out", str(tmp_path / "bad.json"), "--width", "30"],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "not divisible" in bad.stderr and not (tmp_path / "bad.json").exists()
