@@ -104,7 +104,7 @@ def main(argv=None) -> int:
         parser.error(f"--device: {exc}")
     from transformers import GPTNeoXForCausalLM
 
-    t0 = time.perf_counter()
+    t0, made_by = time.perf_counter(), store.provenance(str(device))  # the commit that trains, not the one at the end
     torch.manual_seed(args.seed)
     stream = puzzle_stream(args.seed, args.puzzle_shortcut)
     first = [next(stream) for _ in range(3000)]
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     record = {"benchmark": BENCHMARK, "file_sha256": diagnostics.file_sha(BENCHMARK),
               "options": {k: v for k, v in vars(args).items() if k != "out"}, "parameters": sum(p.numel() for p in net.parameters()),
               "classes": list(diagnostics.SHORTCUT_CLASSES), "rule": "geomcap.diagnostics.deduction_shortcut",
-              "rows": rows, "seconds": round(time.perf_counter() - t0, 1), "provenance": store.provenance(str(device))}
+              "rows": rows, "seconds": round(time.perf_counter() - t0, 1), "provenance": made_by}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     store.atomic_write_json(out, record)
