@@ -745,7 +745,7 @@ def test_shortcut_split_reads_a_record_into_tidy_rows(tmp_path):
 
 def test_the_committed_shortcut_splits_are_read_for_the_book():
     split = committed_shortcut_splits()
-    assert {"standin-4x256", "standin-4x128-balanced"} <= set(split["build"])
+    assert {"standin-4x256", "standin-4x128-balanced", "probe-4x128-answer"} <= set(split["build"])
     assert set(split["benchmark"]) == {"logical_deduction_3"}
     counts = split[split["step"] == 0].groupby("build")["items"].apply(list)
     for build, items in counts.items():  # the committed benchmark's classes, whatever the build
@@ -812,6 +812,9 @@ def test_the_deduction_probe_masks_the_context_and_records_each_scoring(standin,
         items = diagnostics.training_puzzle_items(probe.CHUNK, seed=0, sizes=(3,), shortcut=shortcut)[:50]
         assert firsts[shortcut] == [(it["context"], it["choices"][it["answer"]]) for it in items]
     assert firsts["kept"] != firsts["balanced"]
+    split = shortcut_split(out)  # the book reads a probe's record as a split over its steps
+    assert list(split["step"].unique()) == [0, 2, 4] and set(split["build"]) == {"probe"}
+    assert split[split["class"] == "all"]["accuracy"].tolist() == [r["all"]["accuracy"] for r in record["rows"]]
     bad = subprocess.run([sys.executable, script, "--out", str(tmp_path / "bad.json"), "--width", "30"],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "not divisible" in bad.stderr and not (tmp_path / "bad.json").exists()

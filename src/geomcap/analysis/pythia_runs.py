@@ -146,7 +146,9 @@ SHORTCUT_SPLIT_COLUMNS = ["build", "benchmark", "revision", "step", "class", "it
 
 def shortcut_split(path, build: str | None = None) -> pd.DataFrame:
     """A deduction benchmark's accuracy split by the unnamed-object shortcut, as a tidy table: the record
-    ``scripts/deduction_shortcut.py`` writes (``data/pythia/shortcut-*.json``).
+    ``scripts/deduction_shortcut.py`` writes of a model's revisions (``data/pythia/shortcut-*.json``), or the one
+    ``scripts/deduction_probe.py`` writes of its scorings during training (``data/pythia/probe-*.json``; its
+    steps read as revisions ``stepN``).
 
     One row per benchmark, revision and class (``"all"``, then :data:`geomcap.diagnostics.SHORTCUT_CLASSES`):
     ``build`` (default the file's name without ``shortcut-`` and ``.json``), ``benchmark``, ``revision``,
@@ -155,9 +157,13 @@ def shortcut_split(path, build: str | None = None) -> pd.DataFrame:
     of another form or a class the rule does not have."""
     path = Path(path)
     record = json.loads(path.read_text())
+    if isinstance(record, dict) and isinstance(record.get("rows"), list) and "benchmark" in record:  # a probe's
+        record = {"benchmarks": {record["benchmark"]: {"revisions": {
+            f"step{row['step']}": {k: v for k, v in row.items() if k not in ("step", "train_loss", "seconds")}
+            for row in record["rows"]}}}}
     if not isinstance(record, dict) or not isinstance(record.get("benchmarks"), dict):
-        raise ValueError(f"{path}: not a shortcut split (a JSON object with 'benchmarks'), "
-                         f"as scripts/deduction_shortcut.py writes")
+        raise ValueError(f"{path}: not a shortcut split (a JSON object with 'benchmarks', as "
+                         f"scripts/deduction_shortcut.py writes, or with 'rows', as scripts/deduction_probe.py does)")
     classes = ("all", *diagnostics.SHORTCUT_CLASSES)
     build = path.stem.removeprefix("shortcut-") if build is None else build
     rows = []
@@ -180,9 +186,11 @@ def shortcut_split(path, build: str | None = None) -> pd.DataFrame:
 
 
 def committed_shortcut_splits(benchmark: str = "logical_deduction_3") -> pd.DataFrame:
-    """Every committed shortcut split (``data/pythia/shortcut-*.json``, :func:`shortcut_split`), the rows of
-    ``benchmark`` only, builds in the files' name order; empty (with the columns) where none is committed."""
-    paths = sorted(store.committed_data("pythia").glob("shortcut-*.json"))
+    """Every committed shortcut split (:func:`shortcut_split`): the stand-ins' (``data/pythia/shortcut-*.json``),
+    then the probes' (``data/pythia/probe-*.json``), each in name order; the rows of ``benchmark`` only; empty
+    (with the columns) where none is committed."""
+    folder = store.committed_data("pythia")
+    paths = sorted(folder.glob("shortcut-*.json")) + sorted(folder.glob("probe-*.json"))
     frames = [shortcut_split(p) for p in paths]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SHORTCUT_SPLIT_COLUMNS)
     return frame[frame["benchmark"] == benchmark].reset_index(drop=True)
