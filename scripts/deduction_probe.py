@@ -144,7 +144,8 @@ def main(argv=None) -> int:
         if step % args.every == 0 or step == args.steps:
             score(step)
     record = {"benchmark": BENCHMARK, "file_sha256": diagnostics.file_sha(BENCHMARK),
-              "options": {k: v for k, v in vars(args).items() if k != "out"}, "parameters": sum(p.numel() for p in net.parameters()),
+              "options": {k: v for k, v in vars(args).items() if k != "out"},
+              "parameters": sum(p.numel() for p in net.parameters()),
               "classes": list(diagnostics.SHORTCUT_CLASSES), "rule": "geomcap.diagnostics.deduction_shortcut",
               "rows": rows, "seconds": round(time.perf_counter() - t0, 1), "provenance": made_by}
     out = Path(args.out)

@@ -501,6 +501,12 @@ def test_chance_corrected_acquisition_ignores_a_lucky_constant_guess():
     np.testing.assert_allclose(events.chance_corrected([0.5, 0.75, 1.0], 0.5), [0.0, 0.5, 1.0])
     with pytest.raises(ValueError):
         events.chance_corrected([0.5], 1.0)
+    # the raw accuracy a figure draws as the acquisition level: chance-corrected, it is the threshold
+    assert events.acquisition_accuracy(0.5, threshold=0.5) == 0.75
+    assert events.chance_corrected([events.acquisition_accuracy(1 / 3)], 1 / 3)[0] == pytest.approx(
+        events.ACQUISITION_THRESHOLD)
+    with pytest.raises(ValueError):
+        events.acquisition_accuracy(1.0)
 
 
 def collapse_then_rise_run(rise_step, acquisition_step):

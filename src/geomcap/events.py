@@ -36,8 +36,8 @@ from geomcap.analysis.protocol import (
     PRECURSOR_MEASURES, PROTOCOL, READING_START, RECOVERY_FRACTION, RECOVERY_HOLD, SMOOTH,
     TRANSITION_BASELINE, TRANSITION_HOLD, TRANSITION_MIN_CHANGE, TRANSITION_SIGMAS)
 from geomcap.analysis.series import (
-    chance_corrected, final_layer, final_layer_rows, layer_matrix, rolling_median, spearman, tidy_series,
-    trailing_median)
+    acquisition_accuracy, chance_corrected, final_layer, final_layer_rows, layer_matrix, rolling_median, spearman,
+    tidy_series, trailing_median)
 from geomcap.analysis.acquisition import (
     acquisition_step, plateau_fraction)
 from geomcap.analysis.collapse import (
@@ -59,6 +59,6 @@ __all__ = [
     "departure", "ALARM_RULE", "Alarm", "alarms", "first_alarm_step", "run_alarms",
     "trailing_median", "layer_collapse_step", "plateau_fraction", "Precursor", "precursor", "TopDown",
     "top_down", "tidy_series", "layer_matrix", "final_layer", "final_layer_rows", "rolling_median",
-    "chance_corrected", "spearman", "summarize_run", "format_summary", "PRECURSOR_MEASURES",
+    "chance_corrected", "acquisition_accuracy", "spearman", "summarize_run", "format_summary", "PRECURSOR_MEASURES",
     "BEHAVIOURAL_BASELINES", "ACQUISITION_THRESHOLD", "ACQUISITION_PATIENCE",
 ]

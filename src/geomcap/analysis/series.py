@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import stats
 
+from geomcap.analysis.protocol import ACQUISITION_THRESHOLD
+
 if TYPE_CHECKING:  # pandas is only needed by the table helpers
     import pandas
 
@@ -156,6 +158,14 @@ def chance_corrected(accuracy, chance: float):
     if not 0 <= chance < 1:
         raise ValueError(f"chance must be in [0, 1), got {chance!r}")
     return (np.asarray(accuracy, dtype=np.float64) - chance) / (1 - chance)
+
+
+def acquisition_accuracy(chance: float, threshold: float | None = None) -> float:
+    """The raw accuracy above which :func:`chance_corrected` accuracy passes ``threshold`` (default the
+    protocol's ``ACQUISITION_THRESHOLD``): ``chance + threshold * (1 - chance)``, the level a figure draws."""
+    if not 0 <= chance < 1:
+        raise ValueError(f"chance must be in [0, 1), got {chance!r}")
+    return float(chance + (ACQUISITION_THRESHOLD if threshold is None else threshold) * (1 - chance))
 
 
 _TIDY_COLUMNS = ("step", "layer", "measure", "value")

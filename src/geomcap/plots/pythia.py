@@ -69,13 +69,11 @@ def shortcut_curves(split, ncols: int = 2):
     """One panel per build: a deduction benchmark's accuracy over revisions, split by the unnamed-object
     shortcut (one line per class: black all items, green where the unnamed object is the answer, red where
     it is not, blue where every object is named), chance dotted, the acquisition level dashed
-    (``chance + ACQUISITION_THRESHOLD * (1 - chance)``: the protocol's rule on chance-corrected accuracy).
+    (:func:`geomcap.events.acquisition_accuracy`: the protocol's rule on chance-corrected accuracy).
 
     split: :func:`geomcap.analysis.pythia_runs.shortcut_split` rows of one benchmark (``build``, ``step``,
     ``class``, ``items``, ``accuracy``, ``chance``). A model that deduces keeps the three classes together; one
     that answers with the unnamed object splits them to about 1, 0 and chance."""
-    from geomcap.analysis.protocol import ACQUISITION_THRESHOLD
-
     set_style()
     builds = list(dict.fromkeys(split["build"]))
     if split["benchmark"].nunique() != 1:
@@ -93,7 +91,7 @@ def shortcut_curves(split, ncols: int = 2):
                             textcoords="offset points", fontsize="small", color=colour, va="center")
         chance = float(rows["chance"].iloc[0])
         ax.axhline(chance, color="0.6", linestyle=":", linewidth=1, label="chance")
-        ax.axhline(chance + ACQUISITION_THRESHOLD * (1 - chance), color="0.4", linestyle="--", linewidth=1,
+        ax.axhline(events.acquisition_accuracy(chance), color="0.4", linestyle="--", linewidth=1,
                    label="acquisition level")
         step_axis(ax, sorted(rows["step"].unique()))
         ax.set_ylim(-0.02, 1.02)
