@@ -74,6 +74,13 @@ def _proxy_trajectories(grid):
     return plots.proxy_trajectories(metrics, pairs, "405k", "1.3m-deep", correlations=correlations)
 
 
+def _cross_task_matrix(grid):
+    cross = pd.DataFrame([{"level": "medium", "seed": 0, "steps": 4000, "task_small": a, "task_large": b,
+                           "same_task": a == b, "spearman": -0.95 if a == b else 0.5}
+                          for a in TASKS for b in TASKS])
+    return plots.cross_task_matrix(cross, "405k", "14m")
+
+
 def _grokking_curves(grid):
     runs = _runs(tasks=("mod",), levels=("hard",), seeds=(0, 1, 2))
     metrics = _metrics(runs, layers=2)
@@ -198,7 +205,8 @@ def _claims_by_size_figure(grid):
     return plots.claims_by_size_figure(pd.DataFrame(rows))
 
 
-FIGURES = [_forecast_figure, _alarm_curves, _claims_by_size_figure, _collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories, _grokking_curves,
+FIGURES = [_forecast_figure, _alarm_curves, _claims_by_size_figure, _collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories,
+           _cross_task_matrix, _grokking_curves,
            _claim_effects, _lead_strips, _layer_collapse_steps, _top_down_arms, _selectivity_layers,
            _acquisition_regime, _pythia_curves, _pythia_gaps, _shortcut_curves, _twin_acquisition, _aligned_measures]
 

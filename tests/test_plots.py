@@ -58,6 +58,24 @@ def test_proxy_trajectories_normalises_each_preset():
     assert "rho 1.00" in ax.get_title()
 
 
+def test_cross_task_matrix_one_cell_per_pair_of_tasks_the_same_task_outlined():
+    import pandas as pd
+    from matplotlib.patches import Rectangle
+
+    cross = pd.DataFrame([{"level": "medium", "seed": seed, "steps": 100, "task_small": a, "task_large": b,
+                           "same_task": a == b, "spearman": (0.9 if a == b else 0.1) + 0.04 * seed}
+                          for a in ("add", "mod", "sort") for b in ("add", "mod") for seed in (0, 1)])
+    cross = pd.concat([cross, cross.assign(level="hard", task_large="copy", same_task=False)])
+    fig = plots.cross_task_matrix(cross, "405k", "14m")
+    ax = fig.axes[0]
+    assert ax.get_title().startswith("medium")  # the level with most tasks at the large preset
+    values = sorted(t.get_text() for t in ax.texts)
+    assert values == ["0.12"] * 4 + ["0.92"] * 2  # the median over seeds, one cell per (proxy, run)
+    outlined = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+    assert sorted((p.get_x(), p.get_y()) for p in outlined) == [(0, 0), (1, 1)]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["add", "mod", "sort"]
+
+
 def test_setting_curves_one_column_per_task_default_in_black():
     import pandas as pd
 

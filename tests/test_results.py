@@ -104,6 +104,59 @@ def test_trajectory_correlation_known_answers():
     assert results.proxy_pairs(runs.assign(steps=[40, 80, 40, 40]), "405k", "1.3m")["task"].tolist() == ["add"]
 
 
+def test_cross_task_correlation_tells_a_proxy_of_its_task_from_a_shape_every_run_shares():
+    steps = [0, 10, 20, 30, 40, 50]
+    shapes = {"mod": np.array([8.0, 3.0, 2.0, 5.0, 6.0, 7.0]), "add": np.array([8.0, 7.0, 6.0, 2.0, 3.0, 1.0])}
+    runs = pd.DataFrame({"task": ["mod", "add", "mod", "add"], "level": "hard", "seed": 0, "steps": 50,
+                         "size": ["405k", "405k", "14m", "14m"], "run": ["sm", "sa", "lm", "la"]})
+
+    def metrics(large_shapes):
+        return pd.concat([_synthetic_metrics("sm", "mod", "405k", steps, shapes["mod"]),
+                          _synthetic_metrics("sa", "add", "405k", steps, shapes["add"]),
+                          _synthetic_metrics("lm", "mod", "14m", steps, 2 * large_shapes["mod"], n_layers=4),
+                          _synthetic_metrics("la", "add", "14m", steps, 2 * large_shapes["add"], n_layers=4)])
+
+    # each task its own shape: a proxy of the same task correlates 1, of the other task less
+    own = results.cross_task_correlation(metrics(shapes), runs, "405k", "14m")
+    assert len(own) == 4 and list(own.columns) == results.CROSS_TASK_COLUMNS
+    assert own.loc[own["same_task"], "spearman"].tolist() == pytest.approx([1.0, 1.0])
+    assert (own.loc[~own["same_task"], "spearman"] < 0.5).all()
+    # every large run the mod shape (no task-specific trajectory): the wrong proxy does as well as the right one
+    shared = results.cross_task_correlation(metrics({"mod": shapes["mod"], "add": shapes["mod"]}), runs, "405k", "14m")
+    rho = shared.set_index(["task_small", "task_large"])["spearman"]
+    assert rho[("mod", "add")] == pytest.approx(1.0) and rho[("add", "add")] < 0.5  # the wrong proxy predicts best
+    assert results.own_task_rank(own)["best"].tolist() == [True, True]
+    ranks = results.own_task_rank(shared).set_index("task")
+    assert ranks.loc["add", "rank"] == 2 and ranks.loc["mod", "rank"] == 1 and (ranks["proxies"] == 2).all()
+    assert "best of 2 in 1 of 2 large runs" in results.claim_c8(
+        shared[shared["same_task"]], size_ratio=35, cross_task=shared)["control"]
+
+
+def test_proxy_preset_is_the_largest_with_enough_pairs_never_a_correlation():
+    runs = pd.DataFrame({"task": ["a", "b", "c"] * 3 + ["a", "b"], "level": "medium", "seed": 0, "steps": 100,
+                         "size": ["405k"] * 3 + ["1.3m"] * 3 + ["4m"] * 3 + ["14m"] * 2})
+    runs["run"] = [f"r{i}" for i in range(len(runs))]
+    assert results.proxy_preset(runs, "405k") == "4m"               # 14m has 2 pairs, MIN_RUNS is 3
+    assert results.proxy_preset(runs, "405k", min_pairs=2) == "14m"
+    assert results.proxy_preset(runs, "405k", min_pairs=4) is None
+    assert results.proxy_preset(runs[runs["size"] == "405k"], "405k") is None
+
+
+def test_c8_reads_its_controls():
+    corr = pd.DataFrame({"spearman": [0.95, 0.97, 0.93]})
+    nothing_learnt = pd.DataFrame({"spearman": [0.9, 0.96, 0.94]})
+    row = results.claim_c8(corr, size_ratio=35, control=nothing_learnt)
+    assert row["verdict"] == "reproduced, not specific to learning"
+    assert "shuffled-answer runs: median rho 0.94 over 3 pairs" in row["control"]
+    assert results.claim_c8(corr, size_ratio=35, control=nothing_learnt - 0.5)["verdict"] == "reproduced"
+    cross = pd.DataFrame({"level": "medium", "seed": 0, "steps": 100, "task_small": ["a", "b", "c"], "task_large": "a",
+                          "same_task": [True, False, False], "spearman": [0.95, 0.1, 0.3]})
+    text = results.claim_c8(corr, size_ratio=35, cross_task=cross)["control"]
+    assert "another task: median rho 0.20 over 2 pairs; its own task's proxy is the best of 3 in 1 of 1" in text
+    low = results.claim_c8(corr - 0.5, size_ratio=35, control=nothing_learnt)
+    assert low["verdict"] == "not reproduced"  # the controls only ever take a verdict down
+
+
 def test_timing_concordance_counts_pairs():
     import pandas as pd
     # three tasks: small order a < b < c; large order a < c < b -> pairs (a,b) (a,c) concordant, (b,c) not

@@ -22,11 +22,11 @@ from __future__ import annotations
 from geomcap.analysis.protocol import (
     READINGS, RUN_KEYS, SETTING_KEYS)
 from geomcap.analysis.runs import (
-    CONTROLS, load_arms, load_metrics, load_runs, one_run_per_setting, run_index)
+    CONTROLS, is_shuffled_control, load_arms, load_metrics, load_runs, one_run_per_setting, run_index)
 from geomcap.analysis.selection import (
     check_positive_int, section_stores)
 from geomcap.sections import (
-    section_grid, section_runs)
+    CONTROL_STORES, section_controls, section_grid, section_runs)
 from geomcap.analysis.acquisition import (
     chance_for, majority_first_token_for, run_chance, run_majority_rate, run_test_size, subsampled_acquisition)
 from geomcap.analysis.table import (
@@ -71,13 +71,13 @@ from geomcap.claims.c6 import (
 from geomcap.claims.c7 import (
     REFERENCE_STEPS, c7_from_store, c7_verdict, claim_c7, gap_table, revision_cutoffs)
 from geomcap.claims.c8 import (
-    MIN_SIZE_RATIO, RHO_PARTLY, check_one_run_per_key, claim_c8, proxy_pairs, size_ratio, timing_concordance,
-    trajectory_correlation)
+    CROSS_TASK_COLUMNS, MIN_SIZE_RATIO, RHO_PARTLY, check_one_run_per_key, claim_c8, cross_task_correlation,
+    own_task_rank, proxy_pairs, proxy_preset, size_ratio, timing_concordance, trajectory_correlation)
 from geomcap.claims.scale import (
     C6_TREND_COLUMNS, SCALE_COLUMNS, SCALE_STATISTICS, c6_regime_trend, claims_by_size, size_ratios)
 from geomcap.claims.table import (
-    EFFECT_COLUMNS, RULES, analyse_claims, claim_effects, claim_rows, claims_from_analysis, claims_from_store,
-    findings_markdown, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
+    EFFECT_COLUMNS, RULES, SCALE_STORES, analyse_claims, claim_effects, claim_rows, claims_from_analysis,
+    claims_from_store, findings_markdown, proxy_analysis, proxy_arms, proxy_claim, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
 
 __all__ = [
     "RUN_KEYS", "load_runs", "one_run_per_setting", "load_metrics", "run_index", "geometry_share_text", "measuring_cost_table",
@@ -85,14 +85,16 @@ __all__ = [
     "COSTLY_HEALTH_COLUMNS", "costly_health_table", "costly_resolution_text", "summary_row", "chance_for",
     "majority_first_token_for", "run_chance", "run_majority_rate", "summary_cache", "summary_table",
     "check_positive_int", "RANKME_VARIANTS", "section_grid", "section_stores",
-    "section_runs", "sensitivity_table", "training_setting", "setting_runs", "setting_table",
+    "section_runs", "section_controls", "CONTROL_STORES", "is_shuffled_control", "SCALE_STORES", "proxy_analysis",
+    "proxy_arms", "proxy_claim", "sensitivity_table", "training_setting", "setting_runs", "setting_table",
     "setting_claims", "setting_by_task", "collapse_table", "not_acquired_table", "top_down_table",
     "TOP_DOWN_SERIES", "top_down_by_series", "PROBE_MARGIN", "probe_table", "probe_by_task", "C5_MEASURES",
     "BASELINES", "READINGS", "SETTING_KEYS", "HARD_MIN_STEP", "HARD_MIN_PLATEAU", "EASY_MAX_STEP",
     "DIFFICULTY_CLASSES", "difficulty_class", "ACQUIRED_SHARE_GOAL", "HARD_TASKS_GOAL", "level_table",
     "grid_goals", "setting_bootstrap", "rate_interval", "rate_text", "timing_text", "precursor_table",
     "group_count", "timing_prediction", "memorisation_table", "memorisation_texts", "check_one_run_per_key",
-    "proxy_pairs", "trajectory_correlation", "timing_concordance", "twin_table", "twin_spread",
+    "proxy_pairs", "proxy_preset", "cross_task_correlation", "CROSS_TASK_COLUMNS", "own_task_rank", "trajectory_correlation",
+    "timing_concordance", "twin_table", "twin_spread",
     "twin_shift_correlation", "twins_text", "VERDICTS", "HOLDS", "PARTLY", "RATE_HIGH", "RATE_LOW", "FLOOR_TOLERANCE",
     "MIN_RUNS", "RHO_PARTLY", "CONTROL_MARGIN", "MIN_SIZE_RATIO", "SELECTIVITY_MARGIN", "RULES", "claim_row",
     "matched", "collapse_recovers", "claim_c1", "claim_c2", "top_down_share", "claim_c3", "selectivity_table",

@@ -5,9 +5,18 @@ its recompute cell trains with :func:`geomcap.sweep.train_missing`) and the runs
 
 from __future__ import annotations
 
+import pandas as pd
+
+from geomcap.analysis.runs import CONTROLS, is_shuffled_control, load_runs
 from geomcap.analysis.selection import section_selection, select_runs
+from geomcap.claims.verdicts import matched
 from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, parse_steps
 from geomcap.parameters import ParameterError, check_value
+from geomcap.store import committed_data
+
+#: the committed stores of negative controls (shuffled answers): data/controls (405k, 1.3m) and
+#: data/scale-controls (the scale grid's)
+CONTROL_STORES = (CONTROLS, "scale-controls")
 
 
 def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=None) -> list:
@@ -37,3 +46,14 @@ def section_runs(tasks="all", levels="all", sizes=("405k",), seeds="all", root="
     parameter."""
     wanted = section_grid(tasks, levels, sizes, seeds, steps) if recompute is True else None
     return select_runs(tasks, levels, sizes, seeds, root, recompute, wanted, committed)
+
+
+def section_controls(runs: pd.DataFrame, root="") -> pd.DataFrame:
+    """The negative controls (shuffled answers) of a notebook's runs: those of the committed control stores
+    (:data:`~geomcap.sections.CONTROL_STORES`) whose task x level x size setting the runs have (:func:`geomcap.results.matched`),
+    when the runs are the committed ones (``root`` ""); none for another store. A :func:`load_runs` table."""
+    if root:
+        return runs.iloc[:0]
+    stores = [load_runs(committed_data(name)) for name in CONTROL_STORES if committed_data(name).is_dir()]
+    controls = [t[is_shuffled_control(t)] for t in stores if len(t)]
+    return matched(pd.concat(controls, ignore_index=True), runs) if controls else runs.iloc[:0]

@@ -112,6 +112,12 @@ def run_index(root=None) -> pd.DataFrame:
 CONTROLS = "controls"
 
 
+def is_shuffled_control(runs: pd.DataFrame) -> pd.Series:
+    """Per run of a :func:`load_runs` table, whether it is a negative control (``control`` "shuffled_answers":
+    nothing learnable)."""
+    return runs.get("control", pd.Series(None, index=runs.index)).apply(lambda c: c == "shuffled_answers")
+
+
 def load_arms(root="", controls_root=None) -> dict:
     """The runs a claims table reads, by arm: ``real`` (every complete run of ``root``; "" = the committed
     data/runs), ``control`` (``controls_root``'s runs with ``control == "shuffled_answers"``; default the
@@ -126,7 +132,6 @@ def load_arms(root="", controls_root=None) -> dict:
     others = load_runs(Path(controls_root))
     if others.empty:
         return {"real": real, "control": empty, "warmup0": empty}
-    control = others.get("control", pd.Series(None, index=others.index))
-    is_control = control.apply(lambda c: c == "shuffled_answers")
+    is_control = is_shuffled_control(others)
     warmup0 = (~is_control) & (pd.to_numeric(others["warmup_steps"], errors="coerce") == 0)
     return {"real": real, "control": others[is_control], "warmup0": others[warmup0]}

@@ -3,6 +3,8 @@ the book's glue, the README's findings, and each claim's effect beside the contr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -18,8 +20,10 @@ from geomcap.claims.c4 import claim_c4, probe_table, selectivity_table
 from geomcap.claims.c5 import BASELINES, claim_c5
 from geomcap.claims.c6 import claim_c6
 from geomcap.claims.c7 import c7_from_store
-from geomcap.claims.c8 import claim_c8, size_ratio, timing_concordance, trajectory_correlation
+from geomcap.claims.c8 import (claim_c8, cross_task_correlation, proxy_preset, size_ratio, timing_concordance,
+                               trajectory_correlation)
 from geomcap.claims.verdicts import matched
+from geomcap.store import committed_data
 
 
 #: each claim's verdict rule, in words (each stated in its claim's module, ``RULE``; the methods page reads it
@@ -27,24 +31,79 @@ from geomcap.claims.verdicts import matched
 RULES = {module.CLAIM: module.RULE for module in (c1, c2, c3, c4, c5, c6, c7, c8)}
 
 
-def analyse_claims(root="", small: str = "405k", large: str = "1.3m", controls_root=None) -> dict:
+#: the committed stores of the scale grid (real runs, controls): C8 pairs the 405k proxy of data/runs with their
+#: larger presets
+SCALE_STORES = ("scale", "scale-controls")
+
+
+def proxy_arms(arms: dict, proxy_root=None, proxy_controls_root=None) -> dict:
+    """C8's runs: the ``real`` and ``control`` arms of a :func:`load_arms`, each with the runs of a second
+    store appended (``proxy_root``, its controls in ``proxy_controls_root``; C8 pairs presets across stores)."""
+    if proxy_root is None or not Path(proxy_root).exists():
+        return {"real": arms["real"], "control": arms["control"]}
+    more = load_arms(proxy_root, proxy_controls_root)
+    return {arm: pd.concat([arms[arm], more[arm]], ignore_index=True) for arm in ("real", "control")}
+
+
+def proxy_analysis(arms: dict, summary: pd.DataFrame, small: str = "405k", large: str | None = None,
+                   timing: str = "rankme_transition_step") -> dict:
+    """What C8 reads, from the ``real`` and ``control`` arms of runs (:func:`proxy_arms`) and the
+    :func:`summary_table` of the real ones (its missing runs are summarised here): ``large`` (default
+    :func:`~geomcap.results.proxy_preset`, the largest preset with enough pairs; None when nothing pairs),
+    ``metrics`` (the RankMe of every run compared, every layer, tidy), ``correlations``
+    (:func:`~geomcap.results.trajectory_correlation`), ``control_correlations`` (the proxy's real runs
+    against the large preset's controls), ``cross_task`` (:func:`~geomcap.results.cross_task_correlation`),
+    ``concordance`` (of ``timing``) and ``size_ratio``; :func:`proxy_claim` reads it."""
+    real, control = arms["real"], arms["control"]
+    large = large or proxy_preset(real, small) or proxy_preset(real, small, min_pairs=1)
+    if large is None:
+        empty = trajectory_correlation(real.iloc[:0], real.iloc[:0], small, small)
+        return {"large": None, "metrics": None, "correlations": empty, "control_correlations": empty,
+                "cross_task": None, "concordance": None, "size_ratio": None}
+    at = lambda t, sizes: t[t["size"].isin(sizes)]  # noqa: E731
+    paired = pd.concat([at(real, [small, large]), at(control, [large])], ignore_index=True)
+    metrics = load_metrics(paired, measures=["rankme"])
+    unread = at(real, [large])
+    unread = unread[~unread["run"].isin(summary["run"])]  # the large preset's runs of the second store
+    both = pd.concat([summary, summary_table(unread)], ignore_index=True) if len(unread) else summary
+    proxy_control = pd.concat([at(real, [small]), at(control, [large])], ignore_index=True)
+    return {"large": large, "metrics": metrics, "correlations": trajectory_correlation(metrics, real, small, large),
+            "control_correlations": trajectory_correlation(metrics, proxy_control, small, large),
+            "cross_task": cross_task_correlation(metrics, real, small, large),
+            "concordance": timing_concordance(both, small, large, timing=timing),
+            "size_ratio": size_ratio(real, small, large)}
+
+
+def proxy_claim(c8: dict) -> dict:
+    """C8's row (:func:`~geomcap.results.claim_c8`) from a :func:`proxy_analysis`."""
+    return claim_c8(c8["correlations"], c8["concordance"], c8["size_ratio"], c8["control_correlations"],
+                    c8["cross_task"])
+
+
+def analyse_claims(root="", small: str = "405k", large: str | None = None, controls_root=None,
+                   proxy_root=None, proxy_controls_root=None) -> dict:
     """Everything the claims table reads, computed once from a store ("" = the committed data/runs, with the
     negative controls and the warmup-0 arm of data/controls): ``arms`` (:func:`load_arms`), ``summary``,
     ``centred``, ``control`` and ``warmup0`` (:func:`summary_table` of each; None when absent), ``probes``,
-    ``selectivity``, ``control_probes``, ``correlations``, ``concordance`` and ``size_ratio``."""
+    ``selectivity``, ``control_probes``, and C8's ``c8``: the proxy ``small`` against ``large`` (default
+    :func:`~geomcap.results.proxy_preset`, the largest preset with enough pairs), over the runs of the store
+    and of ``proxy_root`` (default for the committed data: data/scale, its controls data/scale-controls), as
+    a dict of ``large``, ``correlations``, ``control_correlations``, ``cross_task``, ``concordance`` and
+    ``size_ratio``."""
     arms = load_arms(root, controls_root)
     runs = arms["real"]
     probe_measures = ["accuracy", "first_token_accuracy", "probe_accuracy", "probe_control_accuracy", "rankme"]
     metrics = load_metrics(runs, measures=probe_measures)
     summary = summary_table(runs)
+    if proxy_root is None and not root:
+        proxy_root, proxy_controls_root = (committed_data(name) for name in SCALE_STORES)
     out = {"arms": arms, "summary": summary, "centred": summary_table(runs, measure="rankme_centred"),
            "control": summary_table(arms["control"]) if len(arms["control"]) else None,
            "warmup0": summary_table(arms["warmup0"]) if len(arms["warmup0"]) else None,
            "probes": probe_table(metrics, runs), "selectivity": selectivity_table(metrics, runs),
            "control_probes": (probe_table(load_metrics(arms["control"], measures=probe_measures), arms["control"])
                               if len(arms["control"]) else None),
-           "correlations": trajectory_correlation(metrics, runs, small, large),
-           "concordance": timing_concordance(summary, small, large), "size_ratio": size_ratio(runs, small, large)}
+           "c8": proxy_analysis(proxy_arms(arms, proxy_root, proxy_controls_root), summary, small, large)}
     return out
 
 
@@ -54,7 +113,7 @@ def claims_from_analysis(a: dict) -> list[dict]:
     return [claim_c1(a["summary"], a["centred"], a["control"]), claim_c2(a["summary"], a["centred"], a["control"]),
             claim_c3(a["summary"], a["control"]), claim_c4(a["probes"], a["selectivity"], a["control_probes"]),
             claim_c5(a["summary"], a["control"]), claim_c6(a["summary"]),
-            claim_c8(a["correlations"], a["concordance"], a["size_ratio"])]
+            proxy_claim(a["c8"])]
 
 
 def claim_rows(a: dict, c7: dict | None = None) -> list[dict]:
@@ -66,14 +125,14 @@ def claim_rows(a: dict, c7: dict | None = None) -> list[dict]:
     return rows
 
 
-def task_claims_from_store(root="", small: str = "405k", large: str = "1.3m", controls_root=None) -> list[dict]:
+def task_claims_from_store(root="", small: str = "405k", large: str | None = None, controls_root=None) -> list[dict]:
     """The claims on the algorithmic tasks (C1-C6, C8) over all complete runs of a store ("" = the committed
     data/runs, with the negative controls of data/controls), each as a :func:`claim_row` with its verdict;
     :func:`claims_from_store` is the whole table, C7 included."""
     return claims_from_analysis(analyse_claims(root, small, large, controls_root))
 
 
-def claims_from_store(root="", small: str = "405k", large: str = "1.3m", controls_root=None,
+def claims_from_store(root="", small: str = "405k", large: str | None = None, controls_root=None,
                       c7: dict | None = None) -> list[dict]:
     """The claims table of a store, C1 to C8 (:func:`claim_rows` of :func:`analyse_claims`): the book's
     results page; ``c7`` as in :func:`claim_rows`."""

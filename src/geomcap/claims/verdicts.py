@@ -30,7 +30,7 @@ RATE_HIGH = paper.CLAIMS["C5"]["values"]["rankme_rate_v1_low"]
 #: ... and the LLC's stay at or below this (the paper: 0/24)
 RATE_LOW = 0.25
 
-#: C5/C6: fewest runs in a class for a rate to be read
+#: C5/C6: fewest runs in a class for a rate to be read; C8: fewest proxy pairs for a preset to be compared
 MIN_RUNS = 3
 
 #: a claim's effect is specific to learning only where the negative controls (nothing learnable) show it

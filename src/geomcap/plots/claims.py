@@ -1,5 +1,6 @@
 """Figures of the claims across runs: precursor leads, measures aligned on acquisition, the proxy's
-trajectories, the effects per claim beside the controls, the acquisition regime, grokking."""
+trajectories and which proxy predicts which task, the effects per claim beside the controls, the acquisition
+regime, grokking."""
 
 from __future__ import annotations
 
@@ -147,6 +148,36 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
                fontsize="small", title="final layer of", frameon=False)
     return fig
 
+
+
+def cross_task_matrix(cross, small: str, large: str, level: str | None = None):
+    """Which small run predicts which large run: the Spearman rho of every small-preset run's final-layer
+    trajectory against every large-preset run's, median over seeds, one cell per (task at ``small``, task at
+    ``large``) of one level (default the level with most tasks), the same task's cells outlined. cross:
+    :func:`geomcap.results.cross_task_correlation`. A proxy predicts its own task where the outlined
+    diagonal stands out of its column; a column of equal cells is a trajectory shape every task shares."""
+    set_style()
+    if level is None:
+        level = cross.groupby("level")["task_large"].nunique().idxmax()
+    at = cross[cross["level"] == level]
+    matrix = at.pivot_table(index="task_small", columns="task_large", values="spearman", aggfunc="median")
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * matrix.shape[1], 0.9 + 0.45 * matrix.shape[0]))
+    mesh = ax.pcolormesh(matrix.to_numpy(float), cmap="RdBu_r", vmin=-1, vmax=1)
+    for (i, j), value in np.ndenumerate(matrix.to_numpy(float)):
+        if np.isfinite(value):
+            ax.text(j + 0.5, i + 0.5, f"{value:.2f}", ha="center", va="center", fontsize="small",
+                    color="white" if abs(value) > 0.6 else "black")
+        if matrix.index[i] == matrix.columns[j]:
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, edgecolor="black", linewidth=2))
+    ax.set_xticks(np.arange(matrix.shape[1]) + 0.5, matrix.columns)
+    ax.set_yticks(np.arange(matrix.shape[0]) + 0.5, matrix.index)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"task at {large} (the run to predict)")
+    ax.set_ylabel(f"task at {small} (the proxy)")
+    ax.set_title(f"{level}: Spearman rho of the final layer's RankMe", fontsize="medium")
+    fig.colorbar(mesh, ax=ax, label="rho", shrink=0.8)
+    fig.tight_layout()
+    return fig
 
 
 # --- Sensitivity to the unstated training settings ---
