@@ -81,3 +81,27 @@ def test_c6_trend_finds_where_a_falling_ratio_reaches_one_and_none_where_it_does
     assert fit.loc["hard", "slope"] == pytest.approx(0, abs=1e-12) and np.isnan(fit.loc["hard", "reaches_one_at"])
     one_preset, no_fit = c6_regime_trend(_clock("a", 1e5, "easy", (400,) * 4))
     assert len(one_preset) == 1 and no_fit.empty  # one preset: no line
+
+
+def test_c8_per_preset_reads_the_proxy_against_real_runs_and_against_controls():
+    """A 14m run whose final-layer RankMe is a monotone map of the 405k proxy's (rho 1) and a 14m control
+    whose trajectory is the proxy's reversed (rho -1): each arm gets its own C8 row at 14m."""
+    steps = [0, 10, 20, 40, 80]
+    shape = np.array([8.0, 3.0, 2.0, 5.0, 6.0])
+    runs = pd.DataFrame({"run": ["small", "big", "big-control"], "task": "mod", "level": "medium", "seed": 0,
+                         "steps": 4000, "size": ["405k", "14m", "14m"],
+                         "control": [None, None, "shuffled_answers"]})
+    metrics = pd.DataFrame([{"run": run, "step": s, "layer": layer, "measure": "rankme", "value": v}
+                            for run, values, layers in (("small", shape, 2), ("big", 3 * shape ** 2, 8),
+                                                        ("big-control", -shape, 8))
+                            for s, v in zip(steps, values) for layer in range(layers)])
+    summary = _summary("405k", 4e5, [True] * 4, [2.0] * 4, [True] * 4)
+    summary = pd.concat([summary, _summary("14m", 1.4e7, [True] * 4, [2.0] * 4, [True] * 4)], ignore_index=True)
+    table = claims_by_size(summary, runs=runs, metrics=metrics)
+    c8 = table[table["claim"] == "C8"].set_index("arm")
+    assert list(c8["size"]) == ["14m", "14m"]
+    assert c8.loc["real", "value"] == pytest.approx(1.0) and c8.loc["control", "value"] == pytest.approx(-1.0)
+    assert (c8["runs"] == 1).all()
+    # without a control in the runs, no control row
+    alone = claims_by_size(summary, runs=runs[runs["run"] != "big-control"], metrics=metrics)
+    assert list(alone.loc[alone["claim"] == "C8", "arm"]) == ["real"]

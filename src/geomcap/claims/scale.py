@@ -15,6 +15,7 @@ import pandas as pd
 from geomcap.analysis.difficulty import difficulty_class
 from geomcap.analysis.forecast import VERDICT_HORIZON, forecast_runs, forecast_table
 from geomcap.analysis.intervals import rate_interval, setting_bootstrap
+from geomcap.analysis.runs import is_shuffled_control
 from geomcap.claims.c1 import collapse_recovers
 from geomcap.claims.c6 import acquired_during_collapse
 from geomcap.claims.c8 import trajectory_correlation
@@ -63,9 +64,10 @@ def claims_by_size(summary: pd.DataFrame, control: pd.DataFrame | None = None,
     with its 95% interval over settings (``low``, ``high``), ``runs`` and ``settings`` counted, and the
     preset's ``parameters`` (status.json's count, for a log axis). ``selectivity``: C4's table
     (:func:`~geomcap.results.selectivity_table`); ``runs`` and ``metrics`` (tidy, with ``run``): C8's trajectories
-    against the ``reference`` preset, for every other preset of the same task, level and seed (the size ratio
-    in ``parameters``; a pair less than :data:`~geomcap.claims.c8.MIN_SIZE_RATIO` apart is outside C8's
-    regime, kept and marked by the ratio). Columns :data:`~geomcap.claims.scale.SCALE_COLUMNS`."""
+    against the ``reference`` preset's real runs, for every other preset of the same task, level and seed (the
+    size ratio in ``parameters``; a pair less than :data:`~geomcap.claims.c8.MIN_SIZE_RATIO` apart is outside
+    C8's regime, kept and marked by the ratio), the ``control`` arm from the larger preset's negative controls
+    where ``runs`` has them (:func:`~geomcap.results.is_shuffled_control`). Columns :data:`~geomcap.claims.scale.SCALE_COLUMNS`."""
     rows = []
     arms = [("real", summary)] + ([("control", control)] if control is not None and len(control) else [])
     sizes = list(dict.fromkeys(summary["size"]))
@@ -107,15 +109,17 @@ def claims_by_size(summary: pd.DataFrame, control: pd.DataFrame | None = None,
                 rows.append(_median_row("C4", "selectivity", size, _parameters(summary, size), arm, at,
                                         "selectivity"))
     if runs is not None and metrics is not None:
+        shuffled = is_shuffled_control(runs)
+        proxies = runs[~shuffled & (runs["size"] == reference)]
         for size in sizes:
             if size == reference:
                 continue
-            pairs = trajectory_correlation(metrics, runs, reference, size)
-            if pairs.empty:
-                continue
-            pairs = pairs.assign(size=size)
-            row = _median_row("C8", "trajectory rho", size, _parameters(summary, size), "real", pairs, "spearman")
-            rows.append(row)
+            for arm, large in (("real", runs[~shuffled]), ("control", runs[shuffled])):
+                pairs = trajectory_correlation(metrics, pd.concat([proxies, large[large["size"] == size]]), reference,
+                                               size)
+                if len(pairs):
+                    rows.append(_median_row("C8", "trajectory rho", size, _parameters(summary, size), arm,
+                                            pairs.assign(size=size), "spearman"))
     return pd.DataFrame(rows, columns=list(SCALE_COLUMNS))
 
 
