@@ -124,7 +124,8 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
     set_style()
     task_names = list(dict.fromkeys(pairs["task"]))
     fig, axes, used = panels(max(1, len(task_names)), ncols, 3.7, 2.5, sharey=False)
-    rank = events.final_layer_rows(metrics, measure)
+    paired = set(pairs["run_small"]) | set(pairs["run_large"])
+    rank = events.final_layer_rows(metrics[metrics["run"].isin(paired)], measure)  # the axis spans these runs
     for ax, task in zip(used, task_names):
         for pair in pairs[pairs["task"] == task].itertuples():
             for run, size, color in ((pair.run_small, small, SIZE_COLORS[0]), (pair.run_large, large, SIZE_COLORS[1])):
