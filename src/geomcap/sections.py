@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from geomcap.analysis.runs import CONTROLS, is_shuffled_control, load_runs
+from geomcap.analysis.runs import CONTROLS, SCALE_CONTROLS, is_shuffled_control, load_runs
 from geomcap.analysis.selection import section_selection, select_runs
 from geomcap.claims.verdicts import matched
 from geomcap.config import DEFAULT_LEVEL_STEPS_TEXT, parse_steps
@@ -16,7 +16,7 @@ from geomcap.store import committed_data
 
 #: the committed stores of negative controls (shuffled answers): data/controls (405k, 1.3m) and
 #: data/scale-controls (the scale grid's)
-CONTROL_STORES = (CONTROLS, "scale-controls")
+CONTROL_STORES = (CONTROLS, SCALE_CONTROLS)
 
 
 def section_grid(tasks="all", levels="all", sizes=("405k",), seeds=(0,), steps=None) -> list:

@@ -110,6 +110,8 @@ def run_index(root=None) -> pd.DataFrame:
 
 #: the negative controls' store, beside the committed runs
 CONTROLS = "controls"
+#: the committed store of the scale grid's negative controls (data/scale-controls)
+SCALE_CONTROLS = "scale-controls"
 
 
 def is_shuffled_control(runs: pd.DataFrame) -> pd.Series:

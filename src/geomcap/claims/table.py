@@ -10,7 +10,7 @@ import pandas as pd
 
 from geomcap.analysis.difficulty import difficulty_class
 from geomcap.analysis.intervals import rate_interval, setting_bootstrap
-from geomcap.analysis.runs import load_arms, load_metrics
+from geomcap.analysis.runs import SCALE_CONTROLS, load_arms, load_metrics
 from geomcap.analysis.table import summary_table
 from geomcap.claims import c1, c2, c3, c4, c5, c6, c7, c8
 from geomcap.claims.c1 import claim_c1, collapse_recovers
@@ -33,7 +33,7 @@ RULES = {module.CLAIM: module.RULE for module in (c1, c2, c3, c4, c5, c6, c7, c8
 
 #: the committed stores of the scale grid (real runs, controls): C8 pairs the 405k proxy of data/runs with their
 #: larger presets
-SCALE_STORES = ("scale", "scale-controls")
+SCALE_STORES = ("scale", SCALE_CONTROLS)
 
 
 def proxy_arms(arms: dict, proxy_root=None, proxy_controls_root=None) -> dict:
