@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from geomcap import plots
-from geomcap.claims.scale import C6_TREND_COLUMNS, SCALE_COLUMNS, c6_regime_trend, claims_by_size, size_ratios
+from geomcap.claims.scale import (
+    C6_TREND_COLUMNS, SCALE_COLUMNS, block_parameters, c6_regime_trend, claims_by_size, size_ratios)
+from geomcap.presets import PRESETS
 
 
 def _summary(size, parameters, ordered, floors, top_down, acquisition=(400, 450, 800, 900)):
@@ -79,6 +81,9 @@ def test_c6_trend_finds_where_a_falling_ratio_reaches_one_and_none_where_it_does
     assert fit.loc["medium", "slope"] == pytest.approx(-np.log10(2))
     assert fit.loc["medium", "reaches_one_at"] == pytest.approx(1e7)
     assert fit.loc["hard", "slope"] == pytest.approx(0, abs=1e-12) and np.isnan(fit.loc["hard", "reaches_one_at"])
+    assert fit.loc["hard", "at_largest"] == pytest.approx(3.0)  # a flat line stays where it is
+    _, far = c6_regime_trend(summary, largest=1e9)
+    assert far.set_index("level").loc["medium", "at_largest"] == pytest.approx(0.25)  # two decades past 1e7
     one_preset, no_fit = c6_regime_trend(_clock("a", 1e5, "easy", (400,) * 4))
     assert len(one_preset) == 1 and no_fit.empty  # one preset: no line
 
@@ -105,3 +110,15 @@ def test_c8_per_preset_reads_the_proxy_against_real_runs_and_against_controls():
     # without a control in the runs, no control row
     alone = claims_by_size(summary, runs=runs[runs["run"] != "big-control"], metrics=metrics)
     assert list(alone.loc[alone["claim"] == "C8", "arm"]) == ["real"]
+
+
+def test_block_parameters_count_what_a_built_model_holds_in_its_matrices():
+    """12 L d^2 against the model built on the meta device: what is left is the embeddings (vocabulary and
+    positions, d each) and the vectors (biases, LayerNorms: at most 16 d per block and 2 d at the end)."""
+    from geomcap.models import preset_table
+    built = {row["preset"]: row["parameters"] for row in preset_table(vocab_size=32)}
+    for preset in ("405k", "4m", "14m", "48m", "151m"):
+        cfg = PRESETS[preset]
+        rest = built[preset] - block_parameters(preset)
+        assert 0 < rest <= (32 + cfg.block_size) * cfg.d_model + 16 * cfg.d_model * cfg.n_layer + 2 * cfg.d_model
+    assert abs(built["151m"] / block_parameters("151m") - 1) < 2e-3

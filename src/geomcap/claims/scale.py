@@ -19,6 +19,7 @@ from geomcap.analysis.runs import is_shuffled_control
 from geomcap.claims.c1 import collapse_recovers
 from geomcap.claims.c6 import acquired_during_collapse
 from geomcap.claims.c8 import trajectory_correlation
+from geomcap.presets import PRESETS
 from geomcap.tasks import LEVELS
 
 #: the statistics :func:`~geomcap.results.claims_by_size` reports: (claim, statistic) -> what it is, in words
@@ -132,9 +133,18 @@ def size_ratios(table: pd.DataFrame, reference: str = "405k") -> pd.Series:
 
 #: the columns of :func:`~geomcap.results.c6_regime_trend`
 C6_TREND_COLUMNS = ("level", "size", "parameters", "value", "low", "high", "runs", "settings")
+#: the largest preset the paper trains, where :func:`~geomcap.results.c6_regime_trend` reads its lines
+PAPER_LARGEST = "151m"
 
 
-def c6_regime_trend(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def block_parameters(preset: str) -> float:
+    """A preset's parameters in its blocks, 12 x layers x width^2 (attention 4 d^2, MLP 8 d^2), the count its
+    name rounds; the embeddings add vocab x width (under 0.1% at 151m on these tasks' vocabularies)."""
+    cfg = PRESETS[preset]
+    return float(12 * cfg.n_layer * cfg.d_model ** 2)
+
+
+def c6_regime_trend(summary: pd.DataFrame, largest: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """How far each preset is from C6's regime (acquisition during the collapse), level by level.
 
     Per level and preset, ``value``: the median over acquired runs whose collapse recovered of the acquisition
@@ -143,9 +153,13 @@ def c6_regime_trend(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     level with at least two presets, a least-squares line of log10(value) against log10(parameters) through
     the presets' medians: ``slope`` (decades of the ratio per decade of parameters) and ``reaches_one_at``,
     the parameters where the line reaches 1 (NaN where the slope is not negative: the ratio does not come
-    down with size). Returns (per preset: :data:`~geomcap.claims.scale.C6_TREND_COLUMNS`; per level: level,
-    presets, slope, reaches_one_at), levels easy to hard and presets by parameters within each. A line
-    through three or four medians is a direction, not a forecast."""
+    down with size), and ``at_largest``, the line's ratio at ``largest`` parameters (default: the blocks of
+    :data:`~geomcap.claims.scale.PAPER_LARGEST`, :func:`~geomcap.results.block_parameters`), so that a line
+    reaching 1 far beyond any size anyone trains reads as what it is. Returns (per preset:
+    :data:`~geomcap.claims.scale.C6_TREND_COLUMNS`; per level: level, presets, slope, reaches_one_at,
+    at_largest), levels easy to hard and presets by parameters within each. A line through three or four
+    medians is a direction, not a forecast."""
+    largest = block_parameters(PAPER_LARGEST) if largest is None else float(largest)
     acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
     recovery = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
     ratio = summary.assign(acquisition_over_recovery=acq / recovery)
@@ -169,5 +183,6 @@ def c6_regime_trend(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         x, y = np.log10(at["parameters"].astype(float)), np.log10(at["value"].astype(float))
         slope, intercept = np.polyfit(x, y, 1)
         fits.append({"level": level, "presets": ", ".join(at["size"]), "slope": float(slope),
-                     "reaches_one_at": float(10 ** (-intercept / slope)) if slope < 0 else np.nan})
-    return per_size, pd.DataFrame(fits, columns=["level", "presets", "slope", "reaches_one_at"])
+                     "reaches_one_at": float(10 ** (-intercept / slope)) if slope < 0 else np.nan,
+                     "at_largest": float(10 ** (intercept + slope * np.log10(largest)))})
+    return per_size, pd.DataFrame(fits, columns=["level", "presets", "slope", "reaches_one_at", "at_largest"])
