@@ -9,7 +9,8 @@ import pytest
 
 from geomcap import plots
 from geomcap.claims.scale import (
-    C6_TREND_COLUMNS, SCALE_COLUMNS, block_parameters, c6_regime_trend, claims_by_size, size_ratios)
+    C6_TREND_COLUMNS, CONTRAST_COLUMNS, SCALE_COLUMNS, against_controls, block_parameters, c6_regime_trend,
+    claims_by_size, size_ratios)
 from geomcap.presets import PRESETS
 
 
@@ -122,3 +123,25 @@ def test_block_parameters_count_what_a_built_model_holds_in_its_matrices():
         rest = built[preset] - block_parameters(preset)
         assert 0 < rest <= (32 + cfg.block_size) * cfg.d_model + 16 * cfg.d_model * cfg.n_layer + 2 * cfg.d_model
     assert abs(built["151m"] / block_parameters("151m") - 1) < 2e-3
+
+
+def test_against_controls_marks_a_control_inside_the_real_interval_and_reads_no_single_setting():
+    """C3: the control's 1.0 lies in the real runs' [0.8, 1.0] -> inside (the statistic does not tell learning
+    from its absence); C8: the control's -0.4 lies below [0.1, 0.7] -> outside; C2 rests on one setting -> None;
+    a control row with no real row, and real rows with no control, are left out."""
+    def row(claim, statistic, size, arm, value, low, high, settings, runs=4):
+        return {"claim": claim, "statistic": statistic, "size": size, "parameters": 1e7, "arm": arm, "value": value,
+                "low": low, "high": high, "runs": runs, "settings": settings}
+    table = pd.DataFrame([
+        row("C3", "top-down", "14m", "real", 1.0, 0.8, 1.0, 4), row("C3", "top-down", "14m", "control", 1.0, 1, 1, 4),
+        row("C8", "trajectory rho", "14m", "real", 0.3, 0.1, 0.7, 4),
+        row("C8", "trajectory rho", "14m", "control", -0.4, -0.7, 0.1, 4),
+        row("C2", "MOD floor", "14m", "real", 1.8, 1.8, 1.8, 1),
+        row("C2", "MOD floor", "14m", "control", 2.2, 2.2, 2.2, 1),
+        row("C4", "selectivity", "4m", "control", 0.0, -0.1, 0.1, 4),
+        row("C1", "ordered", "14m", "real", 0.5, 0.2, 0.8, 4)])
+    contrast = against_controls(table)
+    assert list(contrast.columns) == list(CONTRAST_COLUMNS)
+    assert contrast.set_index("claim")["control_inside"].to_dict() == {"C3": True, "C8": False, "C2": None}
+    c8 = contrast.set_index("claim").loc["C8"]
+    assert c8[["real", "control", "settings", "control_runs"]].tolist() == [0.3, -0.4, 4, 4]

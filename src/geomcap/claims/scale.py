@@ -124,6 +124,37 @@ def claims_by_size(summary: pd.DataFrame, control: pd.DataFrame | None = None,
     return pd.DataFrame(rows, columns=list(SCALE_COLUMNS))
 
 
+#: the columns of :func:`~geomcap.results.against_controls`
+CONTRAST_COLUMNS = ("claim", "statistic", "size", "real", "real_low", "real_high", "settings", "control",
+                    "control_runs", "control_inside")
+
+
+def against_controls(table: pd.DataFrame) -> pd.DataFrame:
+    """Each statistic of a :func:`~geomcap.results.claims_by_size` table beside its negative controls, preset by
+    preset where both arms exist: the real arm's ``real`` value and 95% interval over settings, its
+    ``settings``, the control arm's ``control`` value and ``control_runs``, and ``control_inside``: whether the
+    control's value lies inside the real arm's interval (True: runs where nothing can be learnt give a value
+    the real runs cannot be told from, so at that preset the statistic does not speak of learning; None where
+    the real arm rests on fewer than two settings, whose interval is one setting's spread). Read it on a table
+    whose real arm covers the controls' tasks and levels only, so that both arms see the same settings.
+    Columns :data:`~geomcap.claims.scale.CONTRAST_COLUMNS`."""
+    keys = ["claim", "statistic", "size"]
+    real = table[table["arm"] == "real"].set_index(keys)
+    control = table[table["arm"] == "control"].set_index(keys)
+    rows = []
+    for key, c in control.iterrows():
+        if key not in real.index:
+            continue
+        r = real.loc[key]
+        inside = None
+        if r["settings"] >= 2 and np.isfinite(c["value"]) and np.isfinite(r["low"]) and np.isfinite(r["high"]):
+            inside = bool(r["low"] <= c["value"] <= r["high"])
+        rows.append({**dict(zip(keys, key)), "real": r["value"], "real_low": r["low"], "real_high": r["high"],
+                     "settings": int(r["settings"]), "control": c["value"], "control_runs": int(c["runs"]),
+                     "control_inside": inside})
+    return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
+
+
 def size_ratios(table: pd.DataFrame, reference: str = "405k") -> pd.Series:
     """Per preset of a :func:`~geomcap.results.claims_by_size` table, its parameters over the ``reference`` preset's: C8 is in
     its regime where this is at least :data:`~geomcap.claims.c8.MIN_SIZE_RATIO`."""
