@@ -145,3 +145,16 @@ def test_against_controls_marks_a_control_inside_the_real_interval_and_reads_no_
     assert contrast.set_index("claim")["control_inside"].to_dict() == {"C3": True, "C8": False, "C2": None}
     c8 = contrast.set_index("claim").loc["C8"]
     assert c8[["real", "control", "settings", "control_runs"]].tolist() == [0.3, -0.4, 4, 4]
+
+
+def test_the_c8_panel_greys_the_sizes_outside_its_regime_and_no_other_panel_does():
+    rows = [{"claim": c, "statistic": s, "size": size, "parameters": p, "arm": "real", "value": 0.5, "low": 0.4,
+             "high": 0.6, "runs": 4, "settings": 4}
+            for c, s, sizes in (("C1", "ordered", (("405k", 4e5), ("14m", 1.4e7))),
+                                ("C8", "trajectory rho", (("1.3m", 1.3e6), ("14m", 1.4e7))))
+            for size, p in sizes]
+    fig = plots.claims_by_size_figure(pd.DataFrame(rows))
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    grey = panels["C8: trajectory rho"].patches
+    assert len(grey) == 1 and grey[0].get_x() + grey[0].get_width() == pytest.approx(10 * 4e5)
+    assert not panels["C1: ordered"].patches

@@ -92,12 +92,15 @@ def paper_scale_value(claim: str, statistic: str) -> float | None:
     return None if key is None else v[key]
 
 
-def claims_by_size_figure(table, statistics=None):
+def claims_by_size_figure(table, statistics=None, reference: str = "405k"):
     """Each claim's statistic against the preset's parameters (log axis, the same range in every panel), one
     panel per statistic (``table``: :func:`geomcap.results.claims_by_size`; ``statistics``: the (claim,
     statistic) pairs to draw, default every one present): the real runs as a line with their 95% intervals
     over settings, the negative controls beside them as open markers, the paper's figure dashed where it
-    states one (``paper_scale_value``, from the paper's figures in :data:`geomcap.paper.CLAIMS`); each point's preset named on the x axis."""
+    states one (``paper_scale_value``, from the paper's figures in :data:`geomcap.paper.CLAIMS`); each point's preset named on the x axis.
+    C8's panel greys the sizes under :data:`~geomcap.claims.c8.MIN_SIZE_RATIO` times the ``reference`` proxy,
+    outside the claim's regime."""
+    from geomcap.claims.c8 import MIN_SIZE_RATIO
     from geomcap.plots.style import ARM_COLORS, paper_line, panels
 
     set_style()
@@ -105,6 +108,7 @@ def claims_by_size_figure(table, statistics=None):
     fig, _, axes = panels(len(keys), 2, PANEL_WIDTH, 2.4)
     span = table["parameters"].dropna()
     xlim = (span.min() / 1.6, span.max() * 1.6) if len(span) else None
+    proxy = table.loc[table["size"] == reference, "parameters"].dropna()
     for ax, (claim, statistic) in zip(axes, keys):
         rows = table[(table["claim"] == claim) & (table["statistic"] == statistic)].sort_values("parameters")
         for arm, marker in (("real", "o"), ("control", "s")):
@@ -119,6 +123,9 @@ def claims_by_size_figure(table, statistics=None):
         ax.set_xscale("log")
         if xlim is not None:
             ax.set_xlim(*xlim)
+        if claim == "C8" and len(proxy) and xlim is not None:
+            ax.axvspan(xlim[0], MIN_SIZE_RATIO * proxy.iloc[0], color="0.9", lw=0, zorder=0,
+                       label=f"under {MIN_SIZE_RATIO}x the proxy")
         paper = paper_scale_value(claim, statistic)
         if paper is not None:
             paper_line(ax, paper, "the paper")
