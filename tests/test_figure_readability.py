@@ -205,7 +205,15 @@ def _claims_by_size_figure(grid):
     return plots.claims_by_size_figure(pd.DataFrame(rows))
 
 
-FIGURES = [_forecast_figure, _alarm_curves, _claims_by_size_figure, _collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories,
+def _c2_floor_figure(grid):
+    rows = [{"task": task, "level": level, "size": size, "parameters": p, "value": 2.0, "low": 1.8, "high": 2.2,
+             "runs": 3, "settings": 1}
+            for task in ("mod", "mul") for level in ("easy", "medium", "hard")
+            for size, p in (("405k", 4e5), ("1.3m", 1.35e6), ("4m", 4e6), ("14m", 1.4e7), ("48m", 4.8e7))]
+    return plots.c2_floor_figure(pd.DataFrame(rows))
+
+
+FIGURES = [_forecast_figure, _alarm_curves, _claims_by_size_figure, _c2_floor_figure, _collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories,
            _cross_task_matrix, _grokking_curves,
            _claim_effects, _lead_strips, _layer_collapse_steps, _top_down_arms, _selectivity_layers,
            _acquisition_regime, _pythia_curves, _pythia_gaps, _shortcut_curves, _twin_acquisition, _aligned_measures]

@@ -9,8 +9,8 @@ import pytest
 
 from geomcap import plots
 from geomcap.claims.scale import (
-    C6_TREND_COLUMNS, CONTRAST_COLUMNS, SCALE_COLUMNS, against_controls, block_parameters, c6_regime_trend,
-    claims_by_size, size_ratios)
+    C6_TREND_COLUMNS, CONTRAST_COLUMNS, FLOOR_COLUMNS, SCALE_COLUMNS, against_controls, block_parameters,
+    c2_floors_by_level, c6_regime_trend, claims_by_size, size_ratios)
 from geomcap.presets import PRESETS
 
 
@@ -158,3 +158,22 @@ def test_the_c8_panel_greys_the_sizes_outside_its_regime_and_no_other_panel_does
     grey = panels["C8: trajectory rho"].patches
     assert len(grey) == 1 and grey[0].get_x() + grey[0].get_width() == pytest.approx(10 * 4e5)
     assert not panels["C1: ordered"].patches
+
+
+def test_c2_floors_keep_each_level_apart_where_the_pooled_median_mixes_them():
+    """405k has mod medium (floors 2.0, 2.0, 2.6 over three seeds) and hard (1.0); 1.3m has hard only (1.2). The
+    pooled median would fall from 2.0 to 1.2 with size; level by level, hard rises 1.0 -> 1.2. A shuffled-answer
+    control (floor 9) and another task are not read."""
+    runs = [("mod", "medium", "405k", 4e5, f) for f in (2.0, 2.0, 2.6)] + [("mod", "hard", "405k", 4e5, 1.0),
+            ("mod", "hard", "1.3m", 1.3e6, 1.2), ("copy", "hard", "1.3m", 1.3e6, 7.0)]
+    summary = pd.DataFrame([{"task": t, "level": lv, "size": s, "parameters": p, "seed": i, "run": f"r{i}",
+                             "rankme_floor_value": f, "control": None} for i, (t, lv, s, p, f) in enumerate(runs)])
+    control = summary.iloc[[4]].assign(run="c", control="shuffled_answers", rankme_floor_value=9.0)
+    floors = c2_floors_by_level(pd.concat([summary, control], ignore_index=True))
+    assert list(floors.columns) == list(FLOOR_COLUMNS)
+    assert list(zip(floors["level"], floors["size"])) == [("medium", "405k"), ("hard", "405k"), ("hard", "1.3m")]
+    assert floors["value"].tolist() == [2.0, 1.0, 1.2] and floors["runs"].tolist() == [3, 1, 1]
+    assert floors.loc[0, "low"] == 2.0 and floors.loc[0, "high"] == 2.6  # over seeds: the median of 3 draws
+    fig = plots.c2_floor_figure(floors)
+    (mod,) = [ax for ax in fig.axes if ax.get_visible()]
+    assert mod.get_xscale() == "log" and len(mod.get_lines()) >= 3  # two levels and the paper's line

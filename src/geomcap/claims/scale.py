@@ -124,6 +124,30 @@ def claims_by_size(summary: pd.DataFrame, control: pd.DataFrame | None = None,
     return pd.DataFrame(rows, columns=list(SCALE_COLUMNS))
 
 
+#: the columns of :func:`~geomcap.results.c2_floors_by_level`
+FLOOR_COLUMNS = ("task", "level", "size", "parameters", "value", "low", "high", "runs", "settings")
+
+
+def c2_floors_by_level(summary: pd.DataFrame, tasks=("mod", "mul")) -> pd.DataFrame:
+    """C2's collapse floors level by level: per task, level and preset, the median over real runs of the final
+    layer's RankMe at its collapse floor (``rankme_floor_value``), with its 95% interval over seeds. The floors
+    of :func:`~geomcap.results.claims_by_size` pool the levels a preset has, and a preset trained on one
+    level only (1.3m: hard) or on easy only (4m and 14m's mul, so far) then moves for its level, not its
+    size; here each line keeps one level. Rows by task, level (easy to hard) and parameters; columns
+    :data:`~geomcap.claims.scale.FLOOR_COLUMNS`."""
+    real = summary[~is_shuffled_control(summary).astype(bool)]
+    rows = []
+    for task in tasks:
+        for (level, size), at in real[real["task"] == task].groupby(["level", "size"], sort=False):
+            row = _median_row("C2", "", size, _parameters(summary, size), "real", at, "rankme_floor_value")
+            if row["runs"]:
+                rows.append({"task": task, "level": level, **{k: row[k] for k in FLOOR_COLUMNS[2:]}})
+    floors = pd.DataFrame(rows, columns=list(FLOOR_COLUMNS))
+    order = {level: i for i, level in enumerate(LEVELS)}
+    return floors.sort_values(["task", "level", "parameters"], key=lambda c: c.map(order) if c.name == "level" else c,
+                              kind="stable").reset_index(drop=True)
+
+
 #: the columns of :func:`~geomcap.results.against_controls`
 CONTRAST_COLUMNS = ("claim", "statistic", "size", "real", "real_low", "real_high", "settings", "control",
                     "control_runs", "control_inside")

@@ -136,3 +136,35 @@ def claims_by_size_figure(table, statistics=None, reference: str = "405k"):
     entries = legend_entries(axes)
     legend_above(fig, entries.values(), entries.keys())
     return fig
+
+
+def c2_floor_figure(floors, reference: str = "405k"):
+    """C2's collapse floors against the preset's parameters, one panel per task, one line per level
+    (``floors``: :func:`geomcap.results.c2_floors_by_level`), with their 95% intervals over seeds; the paper's
+    MOD floor dashed. Each point's preset named on the x axis."""
+    from geomcap.plots.style import LEVEL_COLORS, panels, paper_line
+
+    set_style()
+    tasks = list(dict.fromkeys(floors["task"]))
+    fig, _, axes = panels(len(tasks), 2, PANEL_WIDTH, 2.6)
+    span = floors["parameters"].dropna()
+    for ax, task in zip(axes, tasks):
+        at_task = floors[floors["task"] == task]
+        for level, at in at_task.groupby("level", sort=False):
+            x, y = at["parameters"].to_numpy(float), at["value"].to_numpy(float)
+            err = np.vstack([y - at["low"].to_numpy(float), at["high"].to_numpy(float) - y])
+            ax.errorbar(x, y, yerr=np.where(np.isfinite(err), np.abs(err), 0), fmt="o-", ms=4, lw=1, capsize=2,
+                        color=LEVEL_COLORS.get(level, "0.5"), label=level)
+        if task == "mod":
+            paper_line(ax, paper_scale_value("C2", "MOD floor"), "the paper (MOD)")
+        ax.set_xscale("log")
+        if len(span):
+            ax.set_xlim(span.min() / 1.6, span.max() * 1.6)
+        named = at_task.drop_duplicates("size").sort_values("parameters")
+        ax.set_xticks(named["parameters"], list(named["size"]), rotation=45, fontsize="small")
+        ax.minorticks_off()
+        ax.set_title(f"{task.upper()}: collapse floor", fontsize="medium")
+        ax.set_ylabel("RankMe at the floor")
+    entries = legend_entries(axes)
+    legend_above(fig, entries.values(), entries.keys(), ncol=len(entries))
+    return fig
