@@ -425,3 +425,37 @@ def test_the_same_config_asked_twice_is_one_run(tmp_path):
     results = run_sweep(twice, root=tmp_path, executor=ThreadPoolExecutor(2), progress=False)
     assert [(r.ok, r.locked) for r in results] == [(True, False), (True, False)], [r.error for r in results]
     assert results[0].run_dir == results[1].run_dir and store.is_complete(results[0].run_dir)
+
+
+def test_a_plan_expects_a_run_to_stop_where_like_runs_stopped_and_never_past_stop_at(tmp_path):
+    """A run's expected steps: where its other seeds stopped; else where its task and level stopped at other
+    presets (same schedule; a run cut by stop_at says nothing of that); else its budget, which is stop_at where
+    that comes first. Parity's task_params is a dict: its key order in config.json must not matter."""
+    import json
+
+    from geomcap import sweep
+
+    def stored(cfg, stopped_at, name):  # a complete run as a store holds it: config.json and status.json
+        run = tmp_path / "store" / name
+        run.mkdir(parents=True)
+        config = cfg.to_dict()
+        if config["task_params"]:
+            config["task_params"] = dict(reversed(list(config["task_params"].items())))
+        (run / store.CONFIG_FILE).write_text(json.dumps(config))
+        (run / store.STATUS_FILE).write_text(json.dumps({"complete": True, "stopped_at": stopped_at}))
+
+    def planned(**axes):
+        cfg = grid(levels=["easy"], steps=400, **axes, **TINY)[0]
+        return sweep.plan([cfg], [tmp_path / "store"], workers=1, cpu="no such CPU").runs[0]
+
+    stored(grid(tasks=["parity"], levels=["easy"], sizes=["405k"], seeds=[0], steps=400, **TINY)[0], 120, "a")
+    stored(grid(tasks=["copy"], levels=["easy"], sizes=["405k"], seeds=[0], steps=400, stop_at=50, **TINY)[0], 50, "b")
+    seed = planned(tasks=["parity"], sizes=["405k"], seeds=[1])
+    assert (seed.steps, seed.like) == (120, "its other seeds")
+    other = planned(tasks=["parity"], sizes=["1.3m"], seeds=[0])
+    assert (other.steps, other.like) == (120, "its task and level at other presets")
+    capped = planned(tasks=["parity"], sizes=["1.3m"], seeds=[0], stop_at=100)
+    assert (capped.steps, sweep.budget_steps(capped.config)) == (100, 100)
+    unknown = planned(tasks=["copy"], sizes=["1.3m"], seeds=[0])  # copy's one run was cut by stop_at
+    assert (unknown.steps, unknown.like) == (400, None)
+    assert sweep.budget_steps(grid(tasks=["copy"], levels=["easy"], steps=400, stop_at=90, **TINY)[0]) == 90

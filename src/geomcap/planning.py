@@ -6,6 +6,8 @@ on a terminal, lines in a log: :mod:`geomcap.progress`). :func:`geomcap.sweep.tr
 
 from __future__ import annotations
 
+import json
+
 import dataclasses
 import os
 import time
@@ -23,8 +25,9 @@ from geomcap.progress import SUMMARY_EVERY_S, duration, on_terminal
 class PlannedRun:
     """One run of a :class:`Plan`: ``state`` "exists" (complete in a store), "resume" (begun: measured up to
     step ``reached``), "train", or "locked" (another process writes it, ``owner``: "pid N on HOST"; skipped);
-    ``steps`` the steps it is expected to reach (its budget, or where the runs of the same settings stopped
-    early), ``seconds`` the projected time (None: no measurement for its preset, or skipped)."""
+    ``steps`` the steps it is expected to reach (its budget, or where like runs stopped early: ``like``
+    names which, "its other seeds" or "its task and level at other presets"), ``seconds`` the projected time
+    (None: no measurement for its preset, or skipped)."""
     config: TrainConfig
     run_dir: Path
     state: str
@@ -32,6 +35,7 @@ class PlannedRun:
     reached: int = 0
     seconds: float | None = None
     owner: str | None = None
+    like: str | None = None
 
     @property
     def name(self) -> str:
@@ -81,8 +85,10 @@ class Plan:
                 out.append(f"  locked  {r.name:<28} by {r.owner}: skipped")
                 continue
             verb = f"resume  {r.name:<28} from step {r.reached}," if r.state == "resume" else f"train   {r.name:<28}"
-            steps = (f"~{r.steps} of {r.config.steps} steps (where its other seeds stopped)"
-                     if r.steps < r.config.steps else f"{r.steps} steps")
+            budget = budget_steps(r.config)
+            of = f"{budget} steps" + (f" (stop_at, of a {r.config.steps}-step schedule)" if budget < r.config.steps
+                                      else "")
+            steps = f"~{r.steps} of {of}, where {r.like} stopped" if r.steps < budget else of
             out.append(f"  {verb} {steps}, {duration(r.seconds) if r.seconds is not None else 'no projection'}")
         for key in sorted({(r.config.size, r.config.precision) for r in todo}):
             cost = self.costs.get(key)
@@ -211,9 +217,20 @@ def step_costs(stored, cpu: str | None = None) -> dict:
     return costs
 
 
-def _same_settings(config: dict) -> tuple:
-    """A run's settings but its seed (and provenance): runs alike but for the seed stop alike."""
-    return tuple(sorted((k, str(v)) for k, v in config.items() if k not in ("seed", "provenance", "perturb_seed")))
+def _same_settings(config: dict, ignore=()) -> tuple:
+    """A run's settings but its seed (and provenance) and ``ignore``: runs alike but for the seed stop alike."""
+    left_out = ("seed", "provenance", "perturb_seed", *ignore)
+    return tuple(sorted((k, json.dumps(v, sort_keys=True, default=str)) for k, v in config.items()
+                        if k not in left_out))  # json: a task_params dict compares whatever its key order
+
+
+#: what a run's settings may differ in from runs of other presets whose stops estimate its own
+_OTHER_PRESETS = ("size", "stop_at", "n_train", "n_test")
+
+
+def budget_steps(config: TrainConfig) -> int:
+    """The steps a run trains at most: its schedule's ``steps``, or ``stop_at`` where it stops before."""
+    return config.steps if config.stop_at is None else min(config.steps, config.stop_at)
 
 
 def distinct(configs) -> list:
@@ -226,8 +243,9 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     """The plan of training ``configs`` (each run once: :func:`distinct`) into the last of ``stores`` (a run
     complete in any store exists): per run, whether it exists, resumes or trains, or is skipped because
     another process is writing it (:func:`geomcap.store.lock_owner`), the steps it is expected to reach (the
-    median stop of complete runs of the same settings in the stores and the committed data/runs, else its
-    budget) and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the
+    median stop of complete runs of the same settings in the stores and the committed data/runs; else of its
+    task and level at other presets, same schedule; else its budget, :func:`budget_steps`: the protocol's
+    early stop ends an acquired run 500 steps after acquisition, so a budget alone over-projects) and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the
     runs' per-step and per-checkpoint seconds; None where there is no measurement). Reads the stores; trains
     nothing."""
     import statistics
@@ -242,8 +260,12 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     stored = _stored_runs(roots)
     costs = step_costs(stored, cpu)
     stops: dict = {}
+    elsewhere: dict = {}  # the same task, level and schedule at other presets
     for config, status in stored:
-        stops.setdefault(_same_settings(config), []).append(status.get("stopped_at") or config.get("steps"))
+        stop = status.get("stopped_at") or config.get("stop_at") or config.get("steps")
+        stops.setdefault(_same_settings(config), []).append(stop)
+        if config.get("stop_at") is None:  # a run stopped by stop_at says nothing of where it would stop
+            elsewhere.setdefault(_same_settings(config, _OTHER_PRESETS), []).append(stop)
     runs = []
     for cfg in distinct(configs):
         dirs = [store.run_dir_for(cfg.to_dict(), s) for s in stores]
@@ -251,12 +273,19 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
         if done is not None:
             runs.append(PlannedRun(cfg, done, "exists", cfg.steps))
             continue
-        like = stops.get(_same_settings(cfg.to_dict()))
-        steps = min(cfg.steps, int(statistics.median(like))) if like else cfg.steps
+        budget, like = budget_steps(cfg), None
+        for source, table, key in (("its other seeds", stops, _same_settings(cfg.to_dict())),
+                                   ("its task and level at other presets", elsewhere,
+                                    _same_settings(cfg.to_dict(), _OTHER_PRESETS))):
+            if table.get(key):
+                like, steps = source, min(budget, int(statistics.median(table[key])))
+                break
+        else:
+            steps = budget
         reached = store.last_metrics_step(dirs[-1]) or 0
         owner = store.lock_owner(dirs[-1])
         if owner is not None:  # another sweep writes it: skipped, and not in the projection
-            runs.append(PlannedRun(cfg, dirs[-1], "locked", steps, reached, owner=owner))
+            runs.append(PlannedRun(cfg, dirs[-1], "locked", steps, reached, owner=owner, like=like))
             continue
         seconds = None
         cost = costs.get((cfg.size, cfg.precision))
@@ -265,7 +294,7 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
             left = int(((schedule > reached) & (schedule <= steps)).sum())
             per_step = cost.step_seconds(sequence_length(cfg.task, cfg.level, cfg.task_params))
             seconds = float(max(steps - reached, 0) * per_step + left * cost.per_checkpoint_s)
-        runs.append(PlannedRun(cfg, dirs[-1], "resume" if reached else "train", steps, reached, seconds))
+        runs.append(PlannedRun(cfg, dirs[-1], "resume" if reached else "train", steps, reached, seconds, like=like))
     return Plan(runs, costs, workers or os.cpu_count() or 1, pack, stores[-1])
 
 

@@ -36,7 +36,7 @@ from geomcap import store
 from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, SWEEP_SETTABLE, TrainConfig
 from geomcap.config import parse_steps  # noqa: F401 (sweep.parse_steps: the notebooks' and results')
 from geomcap.parameters import SWEEP
-from geomcap.planning import (Plan, PlannedRun, SweepBars, distinct, metrics_tail, plan,  # noqa: F401 (sweep.plan ...)
+from geomcap.planning import (Plan, PlannedRun, SweepBars, budget_steps, distinct, metrics_tail, plan,  # noqa: F401 (sweep.plan ...)
                               step_costs)
 from geomcap.tasks import LEVELS, TASKS
 
