@@ -5,6 +5,8 @@
 # that defines it, and copy complete runs into data/scale/ (scripts/copy_runs.sh).
 #
 #   scripts/scale_grid.sh [STAGE ...]          # default: stages p 1 2 3 4 5, in order
+#   scripts/scale_grid.sh --dry-run [STAGE ...]  # each sweep's plan (runs to train, those stored, projected
+#                                              # hours) and nothing trained
 #   scripts/scale_grid.sh --device cuda --presets 48m,151m [--out OUT] [--dry-run] [gpu_grid.sh options]
 #                                              # stage 1's settings and controls at the paper's scale, on
 #                                              # one GPU: scripts/gpu_grid.sh --mode scale (its packs and
@@ -49,6 +51,8 @@ if [ "${1:-}" = --device ]; then  # the GPU path: the one GPU runner, in its sca
   done
   exec scripts/gpu_grid.sh "$OUT" --mode scale --device "$DEVICE" "${ARGS[@]}"
 fi
+DRY_RUN=()
+if [ "${1:-}" = --dry-run ]; then DRY_RUN=(--dry-run); shift; fi
 GEOMCAP=${GEOMCAP:-.venv/bin/geomcap}
 RUNS=${RUNS:-runs-scale}
 CONTROLS=${CONTROLS:-runs-scale-controls}
@@ -72,7 +76,7 @@ ordered() {  # a comma-separated list, reversed on lane b
 sweep() {  # sweep TASKS LEVELS SIZES SEEDS [geomcap sweep options]: one worker, a lane of its own
   local tasks=$1 levels=$2 sizes=$3 seeds=$4; shift 4
   "$GEOMCAP" sweep --tasks "$(ordered "$tasks")" --levels "$levels" --sizes "$(ordered "$sizes")" \
-    --seeds "$seeds" --steps "$STEPS" --workers 1 --threads "$THREADS" --quiet "$@" || status=1
+    --seeds "$seeds" --steps "$STEPS" --workers 1 --threads "$THREADS" --quiet "${DRY_RUN[@]}" "$@" || status=1
 }
 for stage in "${@:-p 1 2 3 4 5}"; do
   for s in $stage; do

@@ -620,3 +620,15 @@ def test_an_unreadable_status_is_warned_about_once(tmp_path):
     bad_status(store.run_dir_for(grid(tasks=["parity"], levels=["easy"], steps=2)[0].to_dict(), root))
     swept = run("sweep", "--tasks", "parity", "--levels", "easy", "--steps", "2", "--workers", "1", "--root", str(root))
     assert swept.returncode == 0 and swept.stderr.count("geomcap: warning:") == 1, swept.stderr
+
+
+def test_a_dry_run_sweep_prints_its_plan_and_trains_nothing(tmp_path, capsys):
+    """A researcher sizing a grid wants the projection without starting it: the plan's lines, exit 0, an empty
+    store. The same sweep without --dry-run trains (so the flag, not the arguments, stops it)."""
+    sweep = ["sweep", "--tasks", "copy", "--levels", "easy", "--seeds", "0,1", "--steps", "2", "--workers", "1",
+             "--root", tmp_path / "runs", "--quiet"]
+    code, out, err = run_in_process(capsys, *sweep, "--dry-run")
+    assert code == 0 and out.startswith("plan: 2 runs; 0 exist, 2 to train") and "projected:" in out, out
+    assert not (tmp_path / "runs").exists()
+    code, out, _ = run_in_process(capsys, *sweep)
+    assert code == 0 and "2 runs complete" in out and len(list((tmp_path / "runs").iterdir())) == 2

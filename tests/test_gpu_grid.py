@@ -164,6 +164,21 @@ def test_stage_p_skips_its_bf16_runs_where_the_cpu_has_no_bf16_kernels(tmp_path,
     assert len(skipped) == (0 if native else 2) and all("bf16" in line for line in skipped)
 
 
+@pytest.mark.parametrize("dry", [True, False])
+def test_a_dry_run_of_the_cpu_stages_asks_every_sweep_for_its_plan_only(tmp_path, dry):
+    """scripts/scale_grid.sh --dry-run 1 3: each sweep of the stages gets --dry-run (its plan printed, nothing
+    trained); without the flag none does. GEOMCAP is a stub that records its arguments."""
+    calls, geomcap = tmp_path / "calls", tmp_path / "geomcap"
+    geomcap.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    geomcap.chmod(0o755)
+    done = subprocess.run(["bash", "scripts/scale_grid.sh", *(["--dry-run"] if dry else []), "1", "3"], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, "GEOMCAP": str(geomcap)})
+    assert done.returncode == 0, done.stderr
+    swept = calls.read_text().splitlines()
+    assert len(swept) == 5 and [c.startswith("sweep ") for c in swept] == [True] * 5
+    assert [c.split().count("--dry-run") for c in swept] == [1 if dry else 0] * 5
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--presets", "48x"], "unknown size '48x'"),
     (["--presets", "48m", "--precision", "fp16"], "unknown precision 'fp16'"),

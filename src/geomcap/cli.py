@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true",
                    help="no progress bars, even on a terminal: the plan, a line as each run starts and ends, and "
                         "a summary every 5 minutes, as off a terminal (a log)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (what it would train, what the store has, and for how long) and stop")
 
     sub.add_parser("presets", help="print the model presets with their parameter counts")
 
@@ -282,6 +284,8 @@ def cmd_sweep(args) -> int:
     the_plan = plan(configs, [args.root if args.root is not None else store.default_root()],
                     workers=given["workers"], pack=given["pack"])
     print("\n".join(the_plan.lines()), flush=True)  # what it will train, what exists, and for how long
+    if args.dry_run:
+        return 0
     results = run_sweep(configs, root=args.root, **given, plan=the_plan, bars=False if args.quiet else None)
     failed = [r for r in results if not r.ok and not r.locked]
     skipped = [r for r in results if r.locked]  # each named in one line as the sweep ran
