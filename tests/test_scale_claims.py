@@ -177,3 +177,20 @@ def test_c2_floors_keep_each_level_apart_where_the_pooled_median_mixes_them():
     fig = plots.c2_floor_figure(floors)
     (mod,) = [ax for ax in fig.axes if ax.get_visible()]
     assert mod.get_xscale() == "log" and len(mod.get_lines()) >= 3  # two levels and the paper's line
+
+
+def test_the_readings_of_during_the_collapse_differ_exactly_where_the_collapse_never_recovered():
+    """Run a: acquired at 30, floor 50, recovery 80 -> every reading. b: acquired 200 after its recovery at 80
+    -> none. c: acquired at 30 before its floor at 60, never recovered -> before the floor and never recovered,
+    not by the rule. d: acquired at 200 after its floor at 20, never recovered -> only never recovered. e: never
+    acquired; f: never collapsed -> none."""
+    from geomcap.claims.c6 import COLLAPSE_READINGS, collapse_readings
+
+    summary = pd.DataFrame({"acquisition_step": [30, 200, 30, 200, None, 40],
+                            "rankme_floor_step": [50, 50, 60, 20, 20, None],
+                            "rankme_recovery_step": [80, 80, None, None, None, None],
+                            "rankme_collapsed": [True, True, True, True, True, False]})
+    readings = collapse_readings(summary)
+    assert list(readings.columns) == list(COLLAPSE_READINGS)
+    assert readings.astype(int).to_numpy().tolist() == [[1, 1, 1], [0, 0, 0], [0, 1, 1], [0, 0, 1], [0, 0, 0],
+                                                        [0, 0, 0]]

@@ -25,6 +25,31 @@ def acquired_during_collapse(summary: pd.DataFrame) -> pd.Series:
     return (acq <= recovery).fillna(False).astype(bool)
 
 
+#: readings of "acquired during the collapse", the rule's first: name -> what it counts
+COLLAPSE_READINGS = {
+    "by the recovery": "acquired by the step the final layer's RankMe recovered (the rule's reading; a collapse "
+                       "that never recovered counts no run)",
+    "before the floor": "acquired by the step RankMe reached its floor, while it was still falling",
+    "or never recovered": "acquired by the recovery, or in a run whose collapse never recovered (RankMe still "
+                          "at its floor when the run stopped)",
+}
+
+
+def collapse_readings(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per run, whether it was acquired during the collapse under each reading of
+    :data:`~geomcap.claims.c6.COLLAPSE_READINGS` (one boolean column each; False for runs never acquired or
+    that never collapsed). The rule reads the first; the others say how much C6's regime depends on it."""
+    acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
+    floor = pd.to_numeric(summary["rankme_floor_step"], errors="coerce")
+    recovery = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
+    collapsed = summary.get("rankme_collapsed", pd.Series(True, index=summary.index)).fillna(False).astype(bool)
+    acquired = acq.notna() & collapsed
+    by_recovery = acquired_during_collapse(summary) & collapsed
+    return pd.DataFrame({"by the recovery": by_recovery,
+                         "before the floor": acquired & (acq <= floor).fillna(False).astype(bool),
+                         "or never recovered": by_recovery | (acquired & recovery.isna())}, index=summary.index)
+
+
 def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     """C6: a precursor on hard runs and none on runs acquired during the collapse (the paper's easy). Read
     with the paper's reading (a) (the informative one starts after the collapse, so it cannot see a lead in
