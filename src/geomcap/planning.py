@@ -75,7 +75,7 @@ class Plan:
         where = f" into {self.root}" if self.root is not None else ""
         how = f"{self.workers} worker{'s' if self.workers != 1 else ''}" + (f", packs of {self.pack}" if self.pack
                                                                              else "")
-        out = [f"plan: {len(self.runs)} runs; {len(self.runs) - len(todo) - len(locked)} exist, {len(todo)} to "
+        out = [f"plan: {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}; {len(self.runs) - len(todo) - len(locked)} exist, {len(todo)} to "
                f"train{f', {len(locked)} locked (skipped)' if locked else ''}{where} ({how})"]
         for r in self.runs:
             if r.state == "exists":
