@@ -213,7 +213,15 @@ def _c2_floor_figure(grid):
     return plots.c2_floor_figure(pd.DataFrame(rows))
 
 
-FIGURES = [_forecast_figure, _alarm_curves, _claims_by_size_figure, _c2_floor_figure, _collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories,
+def _c1_recovery_figure(grid):
+    rows = [{"size": size, "parameters": p, "recovery_fraction": f, "initial": 10.0, "floor": 2.0, "collapsed": 8,
+             "recovered": 0.8, "acquired": 8, "ordered": 0.7}
+            for size, p in (("405k", 4e5), ("1.3m", 1.35e6), ("4m", 4e6), ("14m", 1.4e7), ("48m", 4.8e7))
+            for f in (0.25, 0.5, 0.75)]
+    return plots.c1_recovery_figure(pd.DataFrame(rows))
+
+
+FIGURES = [_forecast_figure, _alarm_curves, _claims_by_size_figure, _c2_floor_figure, _c1_recovery_figure, _collapse_grid, _arm_curves, _layer_heatmaps, _probe_curves, _proxy_trajectories,
            _cross_task_matrix, _grokking_curves,
            _claim_effects, _lead_strips, _layer_collapse_steps, _top_down_arms, _selectivity_layers,
            _acquisition_regime, _pythia_curves, _pythia_gaps, _shortcut_curves, _twin_acquisition, _aligned_measures]

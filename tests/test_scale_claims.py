@@ -194,3 +194,28 @@ def test_the_readings_of_during_the_collapse_differ_exactly_where_the_collapse_n
     assert list(readings.columns) == list(COLLAPSE_READINGS)
     assert readings.astype(int).to_numpy().tolist() == [[1, 1, 1], [0, 0, 0], [0, 1, 1], [0, 0, 1], [0, 0, 0],
                                                         [0, 0, 0]]
+
+
+def test_a_recovery_relative_to_initial_rankme_asks_a_wider_model_to_climb_further():
+    """Two runs whose RankMe falls to 2 and climbs back to 8, from 10 (small) and from 40 (wide) at
+    initialisation: regaining half the drop is 6 for the small run (recovered) and 21 for the wide one (never),
+    a tenth of it 2.8 and 5.8 (both recovered, and both before their acquisition at step 300)."""
+    from geomcap.claims.scale import RECOVERY_COLUMNS, c1_recovery_thresholds
+
+    steps = np.arange(0, 410, 10)
+    def rankme(initial):  # falls to 2 by step 50, climbs linearly to 8 by step 200, stays
+        return np.interp(steps, [0, 50, 200, 400], [initial, 2.0, 8.0, 8.0])
+    metrics = pd.concat([pd.DataFrame({"run": run, "step": steps, "layer": 2, "measure": "rankme", "value": rankme(v)})
+                         for run, v in (("small", 10.0), ("wide", 40.0), ("ctl", 10.0))], ignore_index=True)
+    summary = pd.DataFrame({"run": ["small", "wide", "ctl"], "size": ["a", "b", "a"], "task": "mod", "level": "easy",
+                            "parameters": [1e5, 1e7, 1e5], "acquisition_step": [300, 300, None],
+                            "control": [None, None, "shuffled_answers"]})
+    found = c1_recovery_thresholds(summary, metrics, fractions=(0.1, 0.5))
+    assert list(found.columns) == list(RECOVERY_COLUMNS)
+    table = found.set_index(["size", "recovery_fraction"])
+    assert table["recovered"].to_dict() == {("a", 0.1): 1.0, ("a", 0.5): 1.0, ("b", 0.1): 1.0, ("b", 0.5): 0.0}
+    assert table["ordered"].to_dict() == table["recovered"].to_dict()
+    assert table.loc[("b", 0.5), "initial"] == pytest.approx(40.0) and table.loc[("a", 0.5), "collapsed"] == 1
+    fig = plots.c1_recovery_figure(found)
+    right = [ax for ax in fig.axes if ax.get_title().startswith("C1")][0]
+    assert len(right.get_lines()) == 2 and right.get_xscale() == "log"  # one line per fraction

@@ -20,7 +20,7 @@ notebook's training configs, imports the sweep when it is called: :mod:`geomcap.
 from __future__ import annotations
 
 from geomcap.analysis.protocol import (
-    READINGS, RUN_KEYS, SETTING_KEYS)
+    READINGS, RECOVERY_FRACTION, RUN_KEYS, SETTING_KEYS)
 from geomcap.analysis.runs import (
     CONTROLS, is_shuffled_control, load_arms, load_metrics, load_runs, one_run_per_setting, run_index)
 from geomcap.analysis.selection import (
@@ -74,8 +74,9 @@ from geomcap.claims.c8 import (
     CROSS_TASK_COLUMNS, MIN_SIZE_RATIO, RHO_PARTLY, check_one_run_per_key, claim_c8, cross_task_correlation,
     own_task_rank, proxy_pairs, proxy_preset, size_ratio, timing_concordance, trajectory_correlation)
 from geomcap.claims.scale import (
-    C6_TREND_COLUMNS, CONTRAST_COLUMNS, FLOOR_COLUMNS, PAPER_LARGEST, SCALE_COLUMNS, SCALE_STATISTICS,
-    against_controls, block_parameters, c2_floors_by_level, c6_regime_trend, claims_by_size, size_ratios)
+    C6_TREND_COLUMNS, CONTRAST_COLUMNS, FLOOR_COLUMNS, PAPER_LARGEST, RECOVERY_COLUMNS, SCALE_COLUMNS,
+    SCALE_STATISTICS, against_controls, block_parameters, c1_recovery_thresholds, c2_floors_by_level,
+    c6_regime_trend, claims_by_size, size_ratios)
 from geomcap.claims.table import (
     EFFECT_COLUMNS, RULES, SCALE_STORES, analyse_claims, claim_effects, claim_rows, claims_from_analysis,
     claims_from_store, findings_markdown, proxy_analysis, proxy_arms, proxy_claim, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
@@ -90,7 +91,7 @@ __all__ = [
     "proxy_arms", "proxy_claim", "sensitivity_table", "training_setting", "setting_runs", "setting_table",
     "setting_claims", "setting_by_task", "collapse_table", "not_acquired_table", "top_down_table",
     "TOP_DOWN_SERIES", "top_down_by_series", "PROBE_MARGIN", "probe_table", "probe_by_task", "C5_MEASURES",
-    "BASELINES", "READINGS", "SETTING_KEYS", "HARD_MIN_STEP", "HARD_MIN_PLATEAU", "EASY_MAX_STEP",
+    "BASELINES", "READINGS", "RECOVERY_FRACTION", "SETTING_KEYS", "HARD_MIN_STEP", "HARD_MIN_PLATEAU", "EASY_MAX_STEP",
     "DIFFICULTY_CLASSES", "difficulty_class", "ACQUIRED_SHARE_GOAL", "HARD_TASKS_GOAL", "level_table",
     "grid_goals", "setting_bootstrap", "rate_interval", "rate_text", "timing_text", "precursor_table",
     "group_count", "timing_prediction", "memorisation_table", "memorisation_texts", "check_one_run_per_key",
@@ -111,6 +112,6 @@ __all__ = [
     "FIGURE_SIGNALS", "FORECAST_HORIZONS", "SENSITIVITY_SCALES", "VERDICT_HORIZON", "random_recall_curve",
     "rescaled", "band_sensitivity", "SCALE_COLUMNS", "SCALE_STATISTICS", "claims_by_size", "size_ratios",
     "C6_TREND_COLUMNS", "PAPER_LARGEST", "block_parameters", "c6_regime_trend", "CONTRAST_COLUMNS",
-    "against_controls", "FLOOR_COLUMNS", "c2_floors_by_level",
+    "against_controls", "FLOOR_COLUMNS", "c2_floors_by_level", "RECOVERY_COLUMNS", "c1_recovery_thresholds",
 ]
 

@@ -14,8 +14,11 @@ import pandas as pd
 
 from geomcap.analysis.difficulty import difficulty_class
 from geomcap.analysis.forecast import VERDICT_HORIZON, forecast_runs, forecast_table
+from geomcap.analysis.collapse import collapse
 from geomcap.analysis.intervals import rate_interval, setting_bootstrap
+from geomcap.analysis.protocol import RECOVERY_FRACTION
 from geomcap.analysis.runs import is_shuffled_control
+from geomcap.analysis.series import final_layer_rows
 from geomcap.claims.c1 import collapse_recovers
 from geomcap.claims.c6 import acquired_during_collapse
 from geomcap.claims.c8 import trajectory_correlation
@@ -146,6 +149,54 @@ def c2_floors_by_level(summary: pd.DataFrame, tasks=("mod", "mul")) -> pd.DataFr
     order = {level: i for i, level in enumerate(LEVELS)}
     return floors.sort_values(["task", "level", "parameters"], key=lambda c: c.map(order) if c.name == "level" else c,
                               kind="stable").reset_index(drop=True)
+
+
+#: the columns of :func:`~geomcap.results.c1_recovery_thresholds`
+RECOVERY_COLUMNS = ("size", "parameters", "recovery_fraction", "initial", "floor", "collapsed", "recovered",
+                    "acquired", "ordered")
+
+
+def c1_recovery_thresholds(summary: pd.DataFrame, metrics: pd.DataFrame,
+                           fractions=(0.25, RECOVERY_FRACTION, 0.75)) -> pd.DataFrame:
+    """C1 against the protocol's recovery threshold, preset by preset. A collapse recovers when the final
+    layer's RankMe regains ``recovery_fraction`` of its drop (:data:`~geomcap.analysis.protocol.RECOVERY_FRACTION`
+    by default), and the drop runs from the RankMe at initialisation, which grows with width: the same
+    learned representation that recovers a 405k run's collapse may not recover a 14m run's. Per preset
+    (real runs of ``summary``, final-layer ``rankme`` series of ``metrics``, tidy with ``run``) and
+    fraction: the median ``initial`` and ``floor`` RankMe, the runs that ``collapsed``, the share of them
+    ``recovered``, and the share of the ``acquired`` ones ``ordered`` (floor < recovery <= acquisition, C1's
+    statistic), every collapse located again by :func:`geomcap.events.collapse` with that fraction alone
+    changed. Columns :data:`~geomcap.claims.scale.RECOVERY_COLUMNS`."""
+    real = summary[~is_shuffled_control(summary).astype(bool)]
+    series = final_layer_rows(metrics, "rankme")
+    found = []
+    for run in real.itertuples():
+        steps, values = (series.loc[series["run"] == run.run].sort_values("step")[c].to_numpy(float)
+                         for c in ("step", "value"))
+        if np.isfinite(values).sum() < 2:
+            continue
+        acq = pd.to_numeric(pd.Series([run.acquisition_step]), errors="coerce").iloc[0]
+        for fraction in fractions:
+            c = collapse(steps, values, recovery_fraction=fraction)
+            recovered = c.collapsed and c.recovery_step is not None
+            found.append({"size": run.size, "recovery_fraction": fraction, "initial": c.initial_value,
+                          "floor": c.floor_value, "collapsed": c.collapsed, "recovered": recovered,
+                          "acquired": bool(np.isfinite(acq)),
+                          "ordered": bool(recovered and np.isfinite(acq) and c.floor_step < c.recovery_step <= acq)})
+    if not found:
+        return pd.DataFrame(columns=list(RECOVERY_COLUMNS))
+    found = pd.DataFrame(found)
+    rows = []
+    for (size, fraction), at in found.groupby(["size", "recovery_fraction"], sort=False):
+        collapsed, acquired = at[at["collapsed"]], at[at["acquired"] & at["collapsed"]]
+        rows.append({"size": size, "parameters": _parameters(summary, size), "recovery_fraction": fraction,
+                     "initial": float(at["initial"].median()), "floor": float(at["floor"].median()),
+                     "collapsed": len(collapsed),
+                     "recovered": float(collapsed["recovered"].mean()) if len(collapsed) else np.nan,
+                     "acquired": len(acquired),
+                     "ordered": float(acquired["ordered"].mean()) if len(acquired) else np.nan})
+    return pd.DataFrame(rows, columns=list(RECOVERY_COLUMNS)).sort_values(
+        ["parameters", "recovery_fraction"], kind="stable").reset_index(drop=True)
 
 
 #: the columns of :func:`~geomcap.results.against_controls`

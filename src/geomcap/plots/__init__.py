@@ -53,6 +53,7 @@ from geomcap.plots.pythia import (  # noqa: F401
 from geomcap.plots.forecast import (  # noqa: F401
     SIGNAL_COLORS,
     alarm_curves,
+    c1_recovery_figure,
     c2_floor_figure,
     claims_by_size_figure,
     forecast_figure,
@@ -67,6 +68,7 @@ from geomcap.plots.bench import (  # noqa: F401
 __all__ = [
     "SIGNAL_COLORS",
     "alarm_curves",
+    "c1_recovery_figure",
     "c2_floor_figure",
     "claims_by_size_figure",
     "forecast_figure",

@@ -168,3 +168,34 @@ def c2_floor_figure(floors, reference: str = "405k"):
     entries = legend_entries(axes)
     legend_above(fig, entries.values(), entries.keys(), ncol=len(entries))
     return fig
+
+
+def c1_recovery_figure(thresholds):
+    """C1 against the recovery threshold (``thresholds``: :func:`geomcap.results.c1_recovery_thresholds`):
+    left, the median final-layer RankMe at initialisation and at the floor per preset (what a recovery is
+    measured from); right, the share of acquired runs ordered collapse, recovery, acquisition, one line per
+    ``recovery_fraction``, the protocol's solid. Presets on a log axis of parameters, each named."""
+    from geomcap.analysis.protocol import RECOVERY_FRACTION
+    from geomcap.plots.style import panels
+
+    set_style()
+    fig, _, (levels, ordered) = panels(2, 2, PANEL_WIDTH, 2.6)
+    sizes = thresholds.drop_duplicates("size").sort_values("parameters")
+    for column, marker in (("initial", "o"), ("floor", "s")):
+        levels.plot(sizes["parameters"], sizes[column], marker + "-", ms=4, lw=1, label=f"RankMe {column}")
+    levels.set_ylim(bottom=0)
+    levels.set_title("final layer's RankMe", fontsize="medium")
+    for k, (fraction, at) in enumerate(thresholds.groupby("recovery_fraction")):
+        protocol = np.isclose(fraction, RECOVERY_FRACTION)
+        ordered.plot(at["parameters"], at["ordered"], marker="o", ms=4, lw=1.6 if protocol else 1,
+                     ls="-" if protocol else ":", color=f"C{k + 2}",
+                     label=f"recovery at {fraction:g} of the drop" + (" (protocol)" if protocol else ""))
+    ordered.set_ylim(-0.05, 1.05)
+    ordered.set_title("C1: acquired runs ordered", fontsize="medium")
+    for ax in (levels, ordered):
+        ax.set_xscale("log")
+        ax.set_xticks(sizes["parameters"], list(sizes["size"]), rotation=45, fontsize="small")
+        ax.minorticks_off()
+    entries = legend_entries([levels, ordered])
+    legend_above(fig, entries.values(), entries.keys(), ncol=2)
+    return fig
