@@ -343,6 +343,10 @@ def test_claims_c5_c6_known_both_ways():
     assert results.claim_c6(shaped)["verdict"] == "not testable"
     during = shaped.assign(rankme_recovery_step=pd.array([300] * 8, dtype="Int64"))  # easy runs acquired by 300
     assert results.claim_c6(during)["verdict"] == "reproduced"
+    # the other readings of "during the collapse" are reported beside the rule's, not used by it
+    never = shaped.assign(rankme_recovery_step=pd.array([None] * 8, dtype="Int64"))  # no collapse recovered
+    assert results.claim_c6(never)["verdict"] == "not testable"
+    assert "or never recovered, 8 runs (the paper's reading leads in 50%)" in results.claim_c6(never)["control"]
     assert results.claim_c6(during.assign(paper_rankme_is_precursor=True))["verdict"] == "not reproduced"
 
 

@@ -40,7 +40,8 @@ def collapse_readings(summary: pd.DataFrame) -> pd.DataFrame:
     :data:`~geomcap.claims.c6.COLLAPSE_READINGS` (one boolean column each; False for runs never acquired or
     that never collapsed). The rule reads the first; the others say how much C6's regime depends on it."""
     acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
-    floor = pd.to_numeric(summary["rankme_floor_step"], errors="coerce")
+    floor = pd.to_numeric(summary.get("rankme_floor_step", pd.Series(None, index=summary.index, dtype=float)),
+                          errors="coerce")  # a table without floor steps counts no run "before the floor"
     recovery = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
     collapsed = summary.get("rankme_collapsed", pd.Series(True, index=summary.index)).fillna(False).astype(bool)
     acquired = acq.notna() & collapsed
@@ -62,12 +63,18 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     head = (f"acquired during the collapse {int(during.sum())} of {int(summary['acquisition_step'].notna().sum())}"
             f" acquired runs; classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES))
     column = f"paper_{measure}_is_precursor"
-    hard = summary[(classes == "hard") & summary.get(column, pd.Series(index=summary.index)).notna()]
-    easy = summary[during & summary.get(column, pd.Series(index=summary.index)).notna()]
+    read = summary.get(column, pd.Series(index=summary.index)).notna()
+    hard = summary[(classes == "hard") & read]
+    easy = summary[during & read]
+    readings = collapse_readings(summary)
+    others = "other readings of acquired during the collapse: " + "; ".join(
+        f"{name}, {int((readings[name] & read).sum())} run{'' if (readings[name] & read).sum() == 1 else 's'}"
+        + (f" (the paper's reading leads in {summary.loc[readings[name] & read, column].astype(bool).mean():.0%})"
+           if (readings[name] & read).any() else "") for name in list(COLLAPSE_READINGS)[1:])
     if len(easy) < MIN_RUNS or len(hard) < MIN_RUNS:
-        return claim_row("C6", head, rule=rule, control="the regime C6 speaks of is absent")
+        return claim_row("C6", head, rule=rule, control=f"the regime C6 speaks of is absent; {others}")
     e, h = easy[column].astype(bool).mean(), hard[column].astype(bool).mean()
     verdict = ("reproduced" if e <= RATE_LOW and h >= RATE_HIGH else
                "partly reproduced" if h - e >= PARTLY else "not reproduced")
     return claim_row("C6", f"{head}; the paper's reading leads in {e:.0%} of those and {h:.0%} of hard runs",
-                     float(h - e), verdict, rule)
+                     float(h - e), verdict, rule, others)

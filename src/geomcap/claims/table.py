@@ -85,11 +85,12 @@ def analyse_claims(root="", small: str = "405k", large: str | None = None, contr
     """Everything the claims table reads, computed once from a store ("" = the committed data/runs, with the
     negative controls and the warmup-0 arm of data/controls): ``arms`` (:func:`load_arms`), ``summary``,
     ``centred``, ``control`` and ``warmup0`` (:func:`summary_table` of each; None when absent), ``probes``,
-    ``selectivity``, ``control_probes``, and C8's ``c8``: the proxy ``small`` against ``large`` (default
-    :func:`~geomcap.results.proxy_preset`, the largest preset with enough pairs), over the runs of the store
-    and of ``proxy_root`` (default for the committed data: data/scale, its controls data/scale-controls), as
-    a dict of ``large``, ``correlations``, ``control_correlations``, ``cross_task``, ``concordance`` and
-    ``size_ratio``."""
+    ``selectivity``, ``control_probes``, ``all_sizes`` (the :func:`summary_table` of the store's real runs
+    and of ``proxy_root``'s: the claims about size, C6 and C8, read every preset trained), and C8's ``c8``:
+    the proxy ``small`` against ``large`` (default :func:`~geomcap.results.proxy_preset`, the largest preset
+    with enough pairs), over the runs of the store and of ``proxy_root`` (default for the committed data:
+    data/scale, its controls data/scale-controls), as a dict of ``large``, ``correlations``,
+    ``control_correlations``, ``cross_task``, ``concordance`` and ``size_ratio``."""
     arms = load_arms(root, controls_root)
     runs = arms["real"]
     probe_measures = ["accuracy", "first_token_accuracy", "probe_accuracy", "probe_control_accuracy", "rankme"]
@@ -97,13 +98,16 @@ def analyse_claims(root="", small: str = "405k", large: str | None = None, contr
     summary = summary_table(runs)
     if proxy_root is None and not root:
         proxy_root, proxy_controls_root = (committed_data(name) for name in SCALE_STORES)
+    proxy = proxy_arms(arms, proxy_root, proxy_controls_root)
+    more = proxy["real"][~proxy["real"]["run"].isin(runs["run"])]
+    all_sizes = pd.concat([summary, summary_table(more)], ignore_index=True) if len(more) else summary
     out = {"arms": arms, "summary": summary, "centred": summary_table(runs, measure="rankme_centred"),
            "control": summary_table(arms["control"]) if len(arms["control"]) else None,
            "warmup0": summary_table(arms["warmup0"]) if len(arms["warmup0"]) else None,
            "probes": probe_table(metrics, runs), "selectivity": selectivity_table(metrics, runs),
            "control_probes": (probe_table(load_metrics(arms["control"], measures=probe_measures), arms["control"])
                               if len(arms["control"]) else None),
-           "c8": proxy_analysis(proxy_arms(arms, proxy_root, proxy_controls_root), summary, small, large)}
+           "all_sizes": all_sizes, "c8": proxy_analysis(proxy, all_sizes, small, large)}
     return out
 
 
@@ -112,7 +116,7 @@ def claims_from_analysis(a: dict) -> list[dict]:
     adds C7."""
     return [claim_c1(a["summary"], a["centred"], a["control"]), claim_c2(a["summary"], a["centred"], a["control"]),
             claim_c3(a["summary"], a["control"]), claim_c4(a["probes"], a["selectivity"], a["control_probes"]),
-            claim_c5(a["summary"], a["control"]), claim_c6(a["summary"]),
+            claim_c5(a["summary"], a["control"]), claim_c6(a["all_sizes"]),
             proxy_claim(a["c8"])]
 
 
