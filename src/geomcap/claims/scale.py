@@ -134,9 +134,8 @@ FLOOR_COLUMNS = ("task", "level", "size", "parameters", "value", "low", "high", 
 def c2_floors_by_level(summary: pd.DataFrame, tasks=("mod", "mul")) -> pd.DataFrame:
     """C2's collapse floors level by level: per task, level and preset, the median over real runs of the final
     layer's RankMe at its collapse floor (``rankme_floor_value``), with its 95% interval over seeds. The floors
-    of :func:`~geomcap.results.claims_by_size` pool the levels a preset has, and a preset trained on one
-    level only (1.3m: hard) or on easy only (4m and 14m's mul, so far) then moves for its level, not its
-    size; here each line keeps one level. Rows by task, level (easy to hard) and parameters; columns
+    of :func:`~geomcap.results.claims_by_size` pool the levels a preset has, so a preset trained on fewer
+    levels than another moves for its levels, not its size; here each line keeps one level. Rows by task, level (easy to hard) and parameters; columns
     :data:`~geomcap.claims.scale.FLOOR_COLUMNS`."""
     real = summary[~is_shuffled_control(summary).astype(bool)]
     rows = []
