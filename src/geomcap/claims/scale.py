@@ -135,8 +135,8 @@ def c2_floors_by_level(summary: pd.DataFrame, tasks=("mod", "mul")) -> pd.DataFr
     """C2's collapse floors level by level: per task, level and preset, the median over real runs of the final
     layer's RankMe at its collapse floor (``rankme_floor_value``), with its 95% interval over seeds. The floors
     of :func:`~geomcap.results.claims_by_size` pool the levels a preset has, so a preset trained on fewer
-    levels than another moves for its levels, not its size; here each line keeps one level. Rows by task, level (easy to hard) and parameters; columns
-    :data:`~geomcap.claims.scale.FLOOR_COLUMNS`."""
+    levels than another moves for its levels, not its size; here each line keeps one level. Rows by task,
+    level (easy to hard) and parameters; columns :data:`~geomcap.claims.scale.FLOOR_COLUMNS`."""
     real = summary[~is_shuffled_control(summary).astype(bool)]
     rows = []
     for task in tasks:
@@ -243,8 +243,9 @@ PAPER_LARGEST = "151m"
 
 
 def block_parameters(preset: str) -> float:
-    """A preset's parameters in its blocks, 12 x layers x width^2 (attention 4 d^2, MLP 8 d^2), the count its
-    name rounds; the embeddings add vocab x width (under 0.1% at 151m on these tasks' vocabularies)."""
+    """A preset's parameters in its blocks' matrices, 12 x layers x width^2 (attention 4 d^2, MLP 8 d^2): from
+    1.3m up, the count its name rounds; the embeddings and vectors add the rest (under 0.2% at 151m on these
+    tasks' vocabularies)."""
     cfg = PRESETS[preset]
     return float(12 * cfg.n_layer * cfg.d_model ** 2)
 
