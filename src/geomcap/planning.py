@@ -75,7 +75,8 @@ class Plan:
         where = f" into {self.root}" if self.root is not None else ""
         how = f"{self.workers} worker{'s' if self.workers != 1 else ''}" + (f", packs of {self.pack}" if self.pack
                                                                              else "")
-        out = [f"plan: {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}; {len(self.runs) - len(todo) - len(locked)} exist, {len(todo)} to "
+        runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        out = [f"plan: {runs}; {len(self.runs) - len(todo) - len(locked)} exist, {len(todo)} to "
                f"train{f', {len(locked)} locked (skipped)' if locked else ''}{where} ({how})"]
         for r in self.runs:
             if r.state == "exists":
@@ -243,10 +244,11 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     """The plan of training ``configs`` (each run once: :func:`distinct`) into the last of ``stores`` (a run
     complete in any store exists): per run, whether it exists, resumes or trains, or is skipped because
     another process is writing it (:func:`geomcap.store.lock_owner`), the steps it is expected to reach (the
-    median stop of complete runs of the same settings in the stores and the committed data/runs; else of its
-    task and level at other presets, same schedule; else its budget, :func:`budget_steps`: the protocol's
-    early stop ends an acquired run 500 steps after acquisition, so a budget alone over-projects) and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the
-    runs' per-step and per-checkpoint seconds; None where there is no measurement). Reads the stores; trains
+    median stop of complete runs of the same settings in the stores and the committed data/runs; else of
+    its task and level at other presets, same schedule; else its budget, :func:`budget_steps`: the
+    protocol's early stop ends an acquired run 500 steps after acquisition, so a budget alone over-projects)
+    and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the runs'
+    per-step and per-checkpoint seconds; None where there is no measurement). Reads the stores; trains
     nothing."""
     import statistics
 
