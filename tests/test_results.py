@@ -343,6 +343,10 @@ def test_claims_c5_c6_known_both_ways():
     assert results.claim_c6(shaped)["verdict"] == "not testable"
     during = shaped.assign(rankme_recovery_step=pd.array([300] * 8, dtype="Int64"))  # easy runs acquired by 300
     assert results.claim_c6(during)["verdict"] == "reproduced"
+    # the test loss read the same way is reported beside it: a contrast behaviour shares is not geometry's
+    behaviour = results.claim_c6(during.assign(paper_test_loss_is_precursor=[True] * 4 + [False] * 4))
+    assert behaviour["verdict"] == "reproduced"
+    assert behaviour["control"].startswith("the test loss, read the same way, leads in 100% of those and 0% of hard")
     # the other readings of "during the collapse" are reported beside the rule's, not used by it
     never = shaped.assign(rankme_recovery_step=pd.array([None] * 8, dtype="Int64"))  # no collapse recovered
     assert results.claim_c6(never)["verdict"] == "not testable"

@@ -76,5 +76,9 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     e, h = easy[column].astype(bool).mean(), hard[column].astype(bool).mean()
     verdict = ("reproduced" if e <= RATE_LOW and h >= RATE_HIGH else
                "partly reproduced" if h - e >= PARTLY else "not reproduced")
+    loss = "paper_test_loss_is_precursor"  # behaviour read the same way: a contrast it shares is not geometry's
+    if measure != "test_loss" and loss in summary and summary.loc[easy.index.union(hard.index), loss].notna().all():
+        others = (f"the test loss, read the same way, leads in {easy[loss].astype(bool).mean():.0%} of those and "
+                  f"{hard[loss].astype(bool).mean():.0%} of hard runs; {others}")
     return claim_row("C6", f"{head}; the paper's reading leads in {e:.0%} of those and {h:.0%} of hard runs",
                      float(h - e), verdict, rule, others)
