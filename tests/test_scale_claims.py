@@ -196,6 +196,34 @@ def test_the_readings_of_during_the_collapse_differ_exactly_where_the_collapse_n
                                                         [0, 0, 0]]
 
 
+def test_regime_margins_count_checkpoints_between_acquisition_and_recovery():
+    """Checkpoints every step to 10, then every 10. a: acquired at 20 and recovered at 20 -> the same
+    checkpoint, order not resolved (both in steps 11-20). b: acquired at 5, recovered at 6 -> the next
+    checkpoint, exact steps. c: acquired at 20, recovered at 50 -> 3 checkpoints later. d: acquired at 60,
+    after its recovery at 30 -> outside the regime, not listed."""
+    from geomcap.claims.c6 import MARGIN_COLUMNS, regime_margins, regime_margins_text
+
+    steps = list(range(11)) + [20, 30, 40, 50, 60, 70]
+    metrics = pd.concat([pd.DataFrame({"run": run, "step": steps, "measure": "accuracy", "value": 0.0})
+                         for run in "abcd"], ignore_index=True)
+    summary = pd.DataFrame({"run": list("abcd"), "task": "mod", "level": "easy", "size": "14m", "seed": 0,
+                            "acquisition_step": [20, 5, 20, 60], "rankme_recovery_step": [20, 6, 50, 30]})
+    margins = regime_margins(summary, metrics)
+    assert list(margins.columns) == MARGIN_COLUMNS
+    assert margins["run"].tolist() == ["a", "b", "c"]
+    assert margins["checkpoints_apart"].tolist() == [0, 1, 3]
+    assert margins["acquisition_range"].tolist() == ["11\u201320", "5", "11\u201320"]
+    assert margins["recovery_range"].tolist() == ["11\u201320", "6", "41\u201350"]
+    text = regime_margins_text(margins)
+    assert "which came first is not resolved" in text and "at step 5" in text and "3 checkpoints later" in text
+    assert text.endswith("1 read at the recovery's own checkpoint (order not resolved), 1 one checkpoint before "
+                         "it, 1 more than one checkpoint before it. Without the unresolved, 2 remain, fewer than the "
+                         "3 C6's rule reads a rate on: whether C6 is testable here rests on a tie at the checkpoints' "
+                         "resolution.")
+    assert "rests on a tie" not in regime_margins_text(margins.iloc[1:])  # 2 runs: untestable either way
+    assert regime_margins_text(margins.iloc[:0]) == "No run was acquired during the collapse."
+
+
 def test_a_recovery_relative_to_initial_rankme_asks_a_wider_model_to_climb_further():
     """Two runs whose RankMe falls to 2 and climbs back to 8, from 10 (small) and from 40 (wide) at
     initialisation: regaining half the drop is 6 for the small run (recovered) and 21 for the wide one (never),

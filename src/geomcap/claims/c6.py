@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from geomcap.analysis.difficulty import DIFFICULTY_CLASSES, difficulty_class
+from geomcap.analysis.resolution import RANGE_DASH, run_checkpoints, step_range
 from geomcap.claims.verdicts import MIN_RUNS, PARTLY, RATE_HIGH, RATE_LOW, claim_row
 
 
@@ -50,6 +52,70 @@ def collapse_readings(summary: pd.DataFrame) -> pd.DataFrame:
                          "before the floor": acquired & (acq <= floor).fillna(False).astype(bool),
                          "or never recovered": by_recovery | (acquired & recovery.isna())}, index=summary.index)
 
+
+#: columns of :func:`~geomcap.results.regime_margins`
+MARGIN_COLUMNS = ["run", "task", "level", "size", "seed", "acquisition_step", "rankme_recovery_step",
+                  "acquisition_range", "recovery_range", "checkpoints_apart"]
+
+
+def regime_margins(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """The runs acquired during the collapse (:func:`acquired_during_collapse`), each with how far inside C6's
+    regime it is at the resolution of its checkpoints: acquisition read at the checkpoint where RankMe
+    recovered may have come before or after the recovery, and one read a checkpoint earlier is inside by at
+    most the spacing of two checkpoints.
+
+    summary: one row per run (``run``, ``task``, ``level``, ``size``, ``seed``, ``acquisition_step``,
+    ``rankme_recovery_step``); metrics: tidy, with ``run`` and ``step`` (any measure recorded at every
+    checkpoint). ``acquisition_range``, ``recovery_range``: the steps each event can have happened in
+    (:func:`~geomcap.analysis.resolution.step_range`); ``checkpoints_apart``: how many checkpoints of the run
+    the recovery comes after acquisition (0: both read at one checkpoint, so which came first is not
+    resolved). Columns :data:`~geomcap.claims.c6.MARGIN_COLUMNS`, in the summary's order."""
+    during = summary[acquired_during_collapse(summary)]
+    rows = []
+    for r in during.itertuples():
+        steps = run_checkpoints(metrics, r.run)
+        acq, rec = int(r.acquisition_step), int(r.rankme_recovery_step)
+        apart = int(np.searchsorted(steps, rec, side="left") - np.searchsorted(steps, acq, side="left"))
+        rows.append({"run": r.run, "task": r.task, "level": r.level, "size": r.size, "seed": r.seed,
+                     "acquisition_step": acq, "rankme_recovery_step": rec,
+                     "acquisition_range": step_range(steps, acq), "recovery_range": step_range(steps, rec),
+                     "checkpoints_apart": apart})
+    return pd.DataFrame(rows, columns=MARGIN_COLUMNS)
+
+
+def regime_margins_text(margins: pd.DataFrame) -> str:
+    """:func:`regime_margins` for prose: each run's two events with their step ranges, then how many runs
+    are read at the recovery's own checkpoint, one checkpoint before it, and further inside the regime; and
+    when the runs whose order is resolved are fewer than :data:`~geomcap.claims.verdicts.MIN_RUNS` while all
+    of them are not, that the regime's testability rests on those ties."""
+    if margins.empty:
+        return "No run was acquired during the collapse."
+
+    def at(steps: str) -> str:  # a step range, or an exact step where checkpoints are one step apart
+        return f"in steps {steps}" if RANGE_DASH in steps else f"at step {steps}"
+
+    parts = []
+    for r in margins.itertuples():
+        where = f"{r.task} {r.level} {r.size}"
+        if r.checkpoints_apart == 0:
+            parts.append(f"{where}: acquisition and RankMe's recovery both read at one checkpoint "
+                         f"({at(r.acquisition_range)}), so which came first is not resolved")
+            continue
+        later = "the next checkpoint" if r.checkpoints_apart == 1 else f"{r.checkpoints_apart} checkpoints later"
+        parts.append(f"{where}: acquired {at(r.acquisition_range)}, RankMe recovered at {later} "
+                     f"({at(r.recovery_range)})")
+    n = len(margins)
+    apart = margins["checkpoints_apart"]
+    counts = [(int((apart == 0).sum()), "read at the recovery's own checkpoint (order not resolved)"),
+              (int((apart == 1).sum()), "one checkpoint before it"),
+              (int((apart > 1).sum()), "more than one checkpoint before it")]
+    text = ("; ".join(parts) + f". Of the {n} run{'' if n == 1 else 's'}: "
+            + ", ".join(f"{k} {what}" for k, what in counts) + ".")
+    resolved = n - counts[0][0]
+    if resolved < MIN_RUNS <= n:  # the rule counts a tie as inside; say when the verdict rests on it
+        text += (f" Without the unresolved, {resolved} remain, fewer than the {MIN_RUNS} C6's rule reads a rate "
+                 "on: whether C6 is testable here rests on a tie at the checkpoints' resolution.")
+    return text
 
 def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     """C6: a precursor on hard runs and none on runs acquired during the collapse (the paper's easy). Read
