@@ -247,3 +247,23 @@ def test_a_recovery_relative_to_initial_rankme_asks_a_wider_model_to_climb_furth
     fig = plots.c1_recovery_figure(found)
     right = [ax for ax in fig.axes if ax.get_title().startswith("C1")][0]
     assert len(right.get_lines()) == 2 and right.get_xscale() == "log"  # one line per fraction
+
+
+def test_missing_points_name_the_presets_a_panel_lacks_and_why():
+    """Real C3 rows at 4m only and a control C3 row at 405k: C3 lacks 405k and 1.3m (a control point is not a
+    real one); C1's ordered share is at all three presets, so it is not listed; every other statistic lacks
+    all three."""
+    from geomcap.claims.scale import GAP_COLUMNS, SCALE_GAPS, SCALE_STATISTICS, missing_points
+
+    def row(claim, statistic, size, arm="real"):
+        return {"claim": claim, "statistic": statistic, "size": size, "arm": arm}
+    table = pd.DataFrame([row("C3", "top-down", "4m"), row("C3", "top-down", "405k", "control")]
+                         + [row("C1", "ordered", s) for s in ("405k", "1.3m", "4m")])
+    gaps = missing_points(table, ["405k", "1.3m", "4m"])
+    assert list(gaps.columns) == list(GAP_COLUMNS)
+    by = gaps.set_index(["claim", "statistic"])
+    assert by.loc[("C3", "top-down"), "sizes"] == "405k, 1.3m"
+    assert by.loc[("C3", "top-down"), "why"] == SCALE_GAPS["C3", "top-down"]
+    assert ("C1", "ordered") not in by.index
+    assert len(gaps) == len(SCALE_STATISTICS) - 1 and set(SCALE_GAPS) == set(SCALE_STATISTICS)
+    assert (by.drop(index=("C3", "top-down"))["sizes"] == "405k, 1.3m, 4m").all()

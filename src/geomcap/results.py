@@ -75,9 +75,9 @@ from geomcap.claims.c8 import (
     CROSS_TASK_COLUMNS, MIN_SIZE_RATIO, RHO_PARTLY, check_one_run_per_key, claim_c8, cross_task_correlation,
     own_task_rank, proxy_pairs, proxy_preset, size_ratio, timing_concordance, trajectory_correlation)
 from geomcap.claims.scale import (
-    C6_TREND_COLUMNS, CONTRAST_COLUMNS, FLOOR_COLUMNS, PAPER_LARGEST, RECOVERY_COLUMNS, SCALE_COLUMNS,
-    SCALE_STATISTICS, against_controls, block_parameters, c1_recovery_thresholds, c2_floors_by_level,
-    c6_regime_trend, claims_by_size, size_ratios)
+    C6_TREND_COLUMNS, CONTRAST_COLUMNS, FLOOR_COLUMNS, GAP_COLUMNS, PAPER_LARGEST, RECOVERY_COLUMNS, SCALE_COLUMNS,
+    SCALE_GAPS, SCALE_STATISTICS, against_controls, block_parameters, c1_recovery_thresholds, c2_floors_by_level,
+    c6_regime_trend, claims_by_size, missing_points, size_ratios)
 from geomcap.claims.table import (
     EFFECT_COLUMNS, RULES, SCALE_STORES, analyse_claims, claim_effects, claim_rows, claims_from_analysis,
     claims_from_store, findings_markdown, proxy_analysis, proxy_arms, proxy_claim, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
@@ -114,5 +114,6 @@ __all__ = [
     "rescaled", "band_sensitivity", "SCALE_COLUMNS", "SCALE_STATISTICS", "claims_by_size", "size_ratios",
     "C6_TREND_COLUMNS", "PAPER_LARGEST", "block_parameters", "c6_regime_trend", "CONTRAST_COLUMNS",
     "against_controls", "FLOOR_COLUMNS", "c2_floors_by_level", "RECOVERY_COLUMNS", "c1_recovery_thresholds",
+    "SCALE_GAPS", "GAP_COLUMNS", "missing_points",
 ]
 

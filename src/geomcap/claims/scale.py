@@ -16,7 +16,7 @@ from geomcap.analysis.difficulty import difficulty_class
 from geomcap.analysis.forecast import VERDICT_HORIZON, forecast_runs, forecast_table
 from geomcap.analysis.collapse import collapse
 from geomcap.analysis.intervals import rate_interval, setting_bootstrap
-from geomcap.analysis.protocol import RECOVERY_FRACTION
+from geomcap.analysis.protocol import MIN_TOP_DOWN_LAYERS, RECOVERY_FRACTION
 from geomcap.analysis.runs import is_shuffled_control
 from geomcap.analysis.series import final_layer_rows
 from geomcap.claims.c1 import collapse_recovers
@@ -39,6 +39,38 @@ SCALE_STATISTICS = {
 }
 #: the columns of :func:`~geomcap.results.claims_by_size`
 SCALE_COLUMNS = ("claim", "statistic", "size", "parameters", "arm", "value", "low", "high", "runs", "settings")
+#: why a preset's runs can give a statistic of :data:`~geomcap.claims.scale.SCALE_STATISTICS` no value:
+#: (claim, statistic) -> reason
+SCALE_GAPS = {
+    ("C1", "ordered"): "no run acquired its task",
+    ("C1", "collapse then recovery"): "no run",
+    ("C2", "MOD floor"): "no mod run",
+    ("C2", "MUL floor"): "no mul run",
+    ("C3", "top-down"): (f"no run with {MIN_TOP_DOWN_LAYERS} layers whose RankMe collapses, which the order needs: "
+                         "a preset with fewer blocks never has them (the top-down section reads the deeper variants)"),
+    ("C4", "selectivity"): "no run recorded the control-task probe (runs made before it was measured)",
+    ("C5", "recall"): ("no run classed hard from its behaviour was acquired after RankMe could first raise an "
+                       "alarm"),
+    ("C6", "acquired during the collapse"): "no run acquired its task",
+    ("C8", "trajectory rho"): "it is the reference preset, or none of its runs repeats a setting the reference ran",
+}
+#: the columns of :func:`~geomcap.results.missing_points`
+GAP_COLUMNS = ("claim", "statistic", "sizes", "why")
+
+
+def missing_points(table: pd.DataFrame, sizes) -> pd.DataFrame:
+    """The presets of ``sizes`` that a statistic's panel has no real-run point for, with why
+    (:data:`~geomcap.claims.scale.SCALE_GAPS`): one row per statistic of
+    :data:`~geomcap.claims.scale.SCALE_STATISTICS` that lacks any, ``sizes`` a comma-separated list in the order
+    given. ``table``: :func:`~geomcap.results.claims_by_size`'s. Columns :data:`~geomcap.claims.scale.GAP_COLUMNS`."""
+    real = table[table["arm"] == "real"] if len(table) else table
+    rows = []
+    for key in SCALE_STATISTICS:
+        at = real[(real["claim"] == key[0]) & (real["statistic"] == key[1])] if len(real) else real
+        lacking = [size for size in sizes if size not in set(at["size"] if len(at) else ())]
+        if lacking:
+            rows.append({"claim": key[0], "statistic": key[1], "sizes": ", ".join(lacking), "why": SCALE_GAPS[key]})
+    return pd.DataFrame(rows, columns=list(GAP_COLUMNS))
 
 
 def _rate_row(claim, statistic, size, parameters, arm, table, flags) -> dict:
