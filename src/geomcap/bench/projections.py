@@ -19,7 +19,7 @@ TARGETS = {
 # --- targets and projections --------------------------------------------------
 
 def check_targets(result: dict) -> list[dict]:
-    """The issue's targets against a bench result: one row per target and preset/size.
+    """The performance targets (``TARGETS``) against a bench result: one row per target and preset/size.
 
     Each row: target, subject, value, threshold, met (bool), and ``by``: the
     value over (for a minimum) or under (for a maximum) the threshold as a
