@@ -254,6 +254,26 @@ def test_arm_curves_one_panel_per_task_one_colour_per_arm_up_to_max_step():
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["real", "control"]
 
 
+
+def test_arm_curves_by_size_one_panel_per_preset_and_bad_panels_refused():
+    import pandas as pd
+    from matplotlib.colors import to_rgb
+
+    rows = []
+    for run, size, arm in (("a", "4m", "float32"), ("b", "4m", "bf16"), ("c", "14m", "float32"),
+                           ("d", "14m", "float32"), ("e", "14m", "bf16")):
+        for step, value in ((0, 5.0), (10, 1.5)):
+            rows.append({"run": run, "task": "add", "level": "medium", "size": size, "seed": 0, "arm": arm,
+                         "step": step, "measure": "rankme", "layer": 3, "value": value})
+    fig = plots.arm_curves(pd.DataFrame(rows), panel="size")
+    small, large = [ax for ax in fig.axes if ax.get_visible()]
+    assert small.get_title() == "4m (add medium)" and large.get_title() == "14m (add medium)"
+    assert [to_rgb(line.get_color()) for line in large.lines] == [to_rgb(plots.ARM_COLORS[a])
+                                                                 for a in ("float32", "float32", "bf16")]
+    assert plots.ARM_COLORS["float32"] != plots.ARM_COLORS["bf16"]
+    with pytest.raises(ValueError, match="panel"):
+        plots.arm_curves(pd.DataFrame(rows), panel="seed")
+
 def test_top_down_arms_draws_each_run_and_writes_out_an_empty_arm():
     import numpy as np
     import pandas as pd

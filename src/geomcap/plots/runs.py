@@ -247,28 +247,32 @@ def layer_collapse_steps(by_series, ncols: int = 2):
 
 
 
-def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: int = 2):
-    """One panel per task: the final layer's ``measure`` against training step up to ``max_step``, one
-    thin line per run (seed), coloured by its arm (``metrics``' ``arm`` column: "real", "control", "warmup
-    0"), so the negative controls are seen beside the real runs of the same settings. Panel titles name
-    the task's level(s) and size(s); one legend lists the arms drawn."""
+def arm_curves(metrics, measure: str = "rankme", max_step: int = 1000, ncols: int = 2, panel: str = "task"):
+    """One panel per task (``panel``: or per value of another column, "size" for one setting at several
+    presets): the final layer's ``measure`` against training step up to ``max_step``, one thin line per run
+    (seed), coloured by its arm (``metrics``' ``arm`` column: "real", "control", "warmup 0", "float32",
+    "bf16"), so the negative controls are seen beside the real runs of the same settings. Panel titles name
+    the panel's value and the other settings in it (task, level, size); one legend lists the arms drawn."""
     set_style()
     rows = events.final_layer_rows(metrics, measure)
     rows = rows[rows["step"] <= max_step]
-    tasks = list(dict.fromkeys(rows["task"]))
-    fig, axes, used = panels(max(1, len(tasks)), ncols, 3.7, 2.5)
-    for ax, task in zip(used, tasks):
-        sel = rows[rows["task"] == task]
+    if panel not in ("task", "level", "size"):
+        raise ValueError(f"panel must be 'task', 'level' or 'size', got {panel!r}")
+    keys = list(dict.fromkeys(rows[panel]))
+    others = [c for c in ("task", "level", "size") if c != panel]
+    fig, axes, used = panels(max(1, len(keys)), ncols, 3.7, 2.5)
+    for ax, key in zip(used, keys):
+        sel = rows[rows[panel] == key]
         for (arm, _), run in sel.groupby(["arm", "run"], sort=False):
             run = run.sort_values("step")
             ax.plot(run["step"], run["value"], color=ARM_COLORS.get(arm, "0.3"), linewidth=0.9, alpha=0.8,
                     label=arm)
-        settings = ", ".join(f"{level} {size}" for level, size in
-                             sel[["level", "size"]].drop_duplicates().itertuples(index=False))
-        ax.set_title(textwrap.fill(f"{task} ({settings})", 36), fontsize="medium")  # many settings: lines, not width
+        settings = ", ".join(" ".join(map(str, setting))
+                             for setting in sel[others].drop_duplicates().itertuples(index=False))
+        ax.set_title(textwrap.fill(f"{key} ({settings})", 36), fontsize="medium")  # many settings: lines, not width
         step_axis(ax, sel["step"].to_numpy())
         ax.set_ylabel(f"{measure}, final layer" if ax in axes[:, 0] else "")
-    if not tasks:
+    if not keys:
         mark_empty(used[0], f"no run records {measure}")
     bottom_xlabels(axes)
     unique = legend_entries(used)

@@ -24,8 +24,9 @@ SIZE_COLORS = ("C0", "C3", "C2", "C4", "C1", "C5")
 
 
 
-#: one colour per arm (real runs, negative controls, warmup 0), in every figure that compares them
-ARM_COLORS = {"real": "C0", "control": "C3", "warmup 0": "C2"}
+#: one colour per arm (real runs, negative controls, warmup 0; float32 and bf16 training), in every figure that
+#: compares them
+ARM_COLORS = {"real": "C0", "control": "C3", "warmup 0": "C2", "float32": "C0", "bf16": "C1"}
 
 
 
