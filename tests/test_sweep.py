@@ -310,11 +310,42 @@ def test_a_plan_names_what_exists_what_it_trains_and_how_long(tmp_path):
     assert "(measured: 1 run on " in lines[3] and lines[3].startswith("  405k fp32: ")
     assert lines[-1].startswith("projected: ") and the_plan.projected_s() == the_plan.runs[1].seconds > 0
 
+    # 151m, which no machine here has run or benchmarked: from the nearest preset measured on this CPU
+    larger = grid(tasks=["copy"], levels=["easy"], sizes=["151m"], seeds=[0], steps=4, **TINY)[0]
+    extrapolated = sweep.plan([larger], [tmp_path / "a", tmp_path / "b"], workers=1)
+    assert extrapolated.runs[0].seconds > the_plan.runs[1].seconds
+    assert any(line.startswith("  151m fp32: ") and "(extrapolated from " in line for line in extrapolated.lines())
+
     other = sweep.plan([existing, missing], [tmp_path / "a", tmp_path / "b"], workers=1, cpu="no such CPU")
     assert other.runs[1].seconds is None and other.projected_s() is None
     assert "  405k fp32: no measurement of this preset on this machine: not projected" in other.lines()
     assert other.lines()[-1] == "projected: unknown (no measurement of these presets on this machine)"
 
+
+
+def test_a_preset_never_run_here_is_extrapolated_from_the_nearest_measured_one_by_its_flops():
+    """4m is nearer 14m than 405k in FLOPs per token, so it is scaled from 14m; 1.3m bf16 has no measured
+    bf16 preset and 405k-deep is not one of the paper's presets, so neither is extrapolated; a measured preset
+    keeps its measurement; an extrapolated cost is never the base of another."""
+    from geomcap import tasks
+    from geomcap.bench.step import flops_per_token
+    from geomcap.planning import EXTRAPOLATION_SEQ_LEN, StepCost, extrapolated_costs
+
+    def flops(preset):
+        return flops_per_token(preset, tasks.VOCAB_SIZE, EXTRAPOLATION_SEQ_LEN)
+    small = StepCost(0.1, 1.0, "here", {"intercept_s": 0.02, "per_token_s": 0.005})
+    large = StepCost(2.0, 8.0, "there")
+    costs = {("405k", "fp32"): small, ("14m", "fp32"): large}
+    found = extrapolated_costs(costs, {("4m", "fp32"), ("405k", "fp32"), ("1.3m", "bf16"), ("405k-deep", "fp32")})
+    assert set(found) == {("4m", "fp32")}
+    cost, ratio = found["4m", "fp32"], flops("4m") / flops("14m")
+    assert 0.1 < ratio < 1 and cost.extrapolated and cost.source.startswith("extrapolated from 14m (there)")
+    assert cost.per_step_s == pytest.approx(2.0 * ratio) and cost.per_checkpoint_s == pytest.approx(8.0 * ratio)
+    assert cost.line is None and cost.step_seconds(30) == pytest.approx(2.0 * ratio)
+    up = extrapolated_costs({("405k", "fp32"): small}, {("1.3m", "fp32")})["1.3m", "fp32"]
+    grow = flops("1.3m") / flops("405k")
+    assert up.step_seconds(10) == pytest.approx(grow * small.step_seconds(10)) and grow > 1
+    assert extrapolated_costs({("4m", "fp32"): cost}, {("14m", "fp32")}) == {}
 
 def test_a_plan_projects_its_runs_on_its_workers():
     from geomcap import sweep

@@ -97,7 +97,8 @@ class Plan:
                     f"{cost.line['intercept_s']:.3f} s + {1000 * cost.line['per_token_s']:.1f} ms per token of a "
                     "sequence per training step")
             out.append(f"  {key[0]} {key[1]}: " + (f"{step}, {cost.per_checkpoint_s:.2f} s per checkpoint "
-                                                   f"(measured: {cost.source})" if cost else
+                                                   f"({'' if cost.extrapolated else 'measured: '}{cost.source})"
+                                                   if cost else
                                                    "no measurement of this preset on this machine: not projected"))
         if any(r.config.measures for r in todo):
             out.append("  the costly measures (--measures) are not in the projection")
@@ -134,11 +135,13 @@ class StepCost:
     training step (at any sequence length, or, with ``line``, at the length :func:`step_seconds` is given),
     ``per_checkpoint_s`` seconds per checkpoint (evaluation and writing), ``source`` where they were measured.
     ``line``: {"intercept_s", "per_token_s"}, seconds per step as a line in the sequence length
-    (``geomcap bench --parts scale``: ``geomcap.bench.scale.fit_seconds``)."""
+    (``geomcap bench --parts scale``: ``geomcap.bench.scale.fit_seconds``); ``extrapolated``: from another
+    preset's measurement (:func:`extrapolated_costs`), not this one's."""
     per_step_s: float
     per_checkpoint_s: float
     source: str
     line: dict | None = None
+    extrapolated: bool = False
 
     def step_seconds(self, seq_len: int) -> float:
         """Seconds per step of a run whose sequences are ``seq_len`` tokens (prompt + answer - 1); the line
@@ -218,6 +221,41 @@ def step_costs(stored, cpu: str | None = None) -> dict:
     return costs
 
 
+
+#: the sequence length at which :func:`extrapolated_costs` compares two presets' FLOPs per token (the attention
+#: term is ~1% of the whole at the scale grid's lengths, so the ratio barely depends on it)
+EXTRAPOLATION_SEQ_LEN = 16
+
+
+def extrapolated_costs(costs: dict, keys) -> dict:
+    """For each (preset, precision) of ``keys`` that ``costs`` (:func:`step_costs`) lacks, a :class:`StepCost`
+    from the measured preset of the same precision nearest to it in training FLOPs per token
+    (``geomcap.bench.step.flops_per_token``), its steps and checkpoints scaled by their ratio. A larger
+    model uses the cores better than a smaller one, so a cost extrapolated upward errs long. Presets outside
+    ``geomcap.presets.PRESETS``, or with no measured preset of their precision, are left out."""
+    import math
+
+    from geomcap import tasks
+    from geomcap.bench.step import flops_per_token
+    from geomcap.models import PRESETS
+
+    def flops(preset):
+        return flops_per_token(preset, tasks.VOCAB_SIZE, EXTRAPOLATION_SEQ_LEN)
+
+    out = {}
+    for size, precision in keys:
+        measured = [k for k, c in costs.items() if k[1] == precision and k[0] in PRESETS and not c.extrapolated]
+        if (size, precision) in costs or size not in PRESETS or not measured:
+            continue
+        target = flops(size)
+        ref = min(measured, key=lambda k: abs(math.log(target / flops(k[0]))))
+        ratio, cost = target / flops(ref[0]), costs[ref]
+        line = None if cost.line is None else {k: v * ratio for k, v in cost.line.items()}
+        out[(size, precision)] = StepCost(cost.per_step_s * ratio, cost.per_checkpoint_s * ratio,
+                                          f"extrapolated from {ref[0]} ({cost.source}) by training FLOPs per token, "
+                                          f"x{ratio:.2f}", line, extrapolated=True)
+    return out
+
 def _same_settings(config: dict, ignore=()) -> tuple:
     """A run's settings but its seed (and provenance) and ``ignore``: runs alike but for the seed stop alike."""
     left_out = ("seed", "provenance", "perturb_seed", *ignore)
@@ -248,8 +286,9 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     its task and level at other presets, same schedule; else its budget, :func:`budget_steps`: the
     protocol's early stop ends an acquired run 500 steps after acquisition, so a budget alone over-projects)
     and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the runs'
-    per-step and per-checkpoint seconds; None where there is no measurement). Reads the stores; trains
-    nothing."""
+    per-step and per-checkpoint seconds; for a preset this machine has not run, another preset's scaled by
+    their FLOPs, :func:`extrapolated_costs`; None where there is no measurement at all). Reads the stores;
+    trains nothing."""
     import statistics
 
     from geomcap.config import checkpoint_steps
@@ -261,6 +300,7 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     roots = list(dict.fromkeys(stores + _committed_runs()))
     stored = _stored_runs(roots)
     costs = step_costs(stored, cpu)
+    costs.update(extrapolated_costs(costs, {(c.size, c.precision) for c in configs}))
     stops: dict = {}
     elsewhere: dict = {}  # the same task, level and schedule at other presets
     for config, status in stored:
