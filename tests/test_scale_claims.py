@@ -218,8 +218,8 @@ def test_regime_margins_count_checkpoints_between_acquisition_and_recovery():
     assert "which came first is not resolved" in text and "at step 5" in text and "3 checkpoints later" in text
     assert text.endswith("1 read at the recovery's own checkpoint (order not resolved), 1 one checkpoint before "
                          "it, 1 more than one checkpoint before it. Without the unresolved, 2 remain, fewer than the "
-                         "3 C6's rule reads a rate on: whether C6 is testable here rests on a tie at the checkpoints' "
-                         "resolution.")
+                         "3 runs C6's rule needs to read a rate: whether C6 is testable here rests on a tie at the "
+                         "checkpoints' resolution.")
     assert "rests on a tie" not in regime_margins_text(margins.iloc[1:])  # 2 runs: untestable either way
     assert regime_margins_text(margins.iloc[:0]) == "No run was acquired during the collapse."
 

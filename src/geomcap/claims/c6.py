@@ -113,8 +113,8 @@ def regime_margins_text(margins: pd.DataFrame) -> str:
             + ", ".join(f"{k} {what}" for k, what in counts) + ".")
     resolved = n - counts[0][0]
     if resolved < MIN_RUNS <= n:  # the rule counts a tie as inside; say when the verdict rests on it
-        text += (f" Without the unresolved, {resolved} remain, fewer than the {MIN_RUNS} C6's rule reads a rate "
-                 "on: whether C6 is testable here rests on a tie at the checkpoints' resolution.")
+        text += (f" Without the unresolved, {resolved} remain, fewer than the {MIN_RUNS} runs C6's rule needs to "
+                 "read a rate: whether C6 is testable here rests on a tie at the checkpoints' resolution.")
     return text
 
 def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
