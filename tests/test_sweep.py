@@ -459,9 +459,9 @@ def test_the_same_config_asked_twice_is_one_run(tmp_path):
 
 
 def test_a_plan_expects_a_run_to_stop_where_like_runs_stopped_and_never_past_stop_at(tmp_path):
-    """A run's expected steps: where its other seeds stopped; else where its task and level stopped at other
-    presets (same schedule; a run cut by stop_at says nothing of that); else its budget, which is stop_at where
-    that comes first. Parity's task_params is a dict: its key order in config.json must not matter."""
+    """A run's expected steps: where its other seeds stopped; else where its task and level stopped at the
+    nearest other preset (same schedule; a run cut by stop_at says nothing of that); else its budget, which is
+    stop_at where that comes first. Parity's task_params is a dict: its key order in config.json must not matter."""
     import json
 
     from geomcap import sweep
@@ -484,7 +484,15 @@ def test_a_plan_expects_a_run_to_stop_where_like_runs_stopped_and_never_past_sto
     seed = planned(tasks=["parity"], sizes=["405k"], seeds=[1])
     assert (seed.steps, seed.like) == (120, "its other seeds")
     other = planned(tasks=["parity"], sizes=["1.3m"], seeds=[0])
-    assert (other.steps, other.like) == (120, "its task and level at other presets")
+    assert (other.steps, other.like) == (120, "its task and level at 405k")
+    stored(grid(tasks=["parity"], levels=["easy"], sizes=["14m"], seeds=[0], steps=400, **TINY)[0], 60, "c")
+    nearer = planned(tasks=["parity"], sizes=["4m"], seeds=[0])  # 14m's blocks are nearer 4m's than 405k's
+    assert (nearer.steps, nearer.like) == (60, "its task and level at 14m")
+    from geomcap.planning import nearest_preset
+    assert nearest_preset("48m", ["405k", "14m"]) == "14m" and nearest_preset("1.3m-deep", ["405k", "48m"]) == "405k"
+    assert nearest_preset("no such preset", ["405k"]) is None and nearest_preset("4m", ["unknown"]) is None
+    assert sweep.plan([nearer.config], [tmp_path / "store"], cpu="no such CPU").lines()[1].endswith(
+        "~60 of 400 steps, where its task and level at 14m stopped, no projection")
     capped = planned(tasks=["parity"], sizes=["1.3m"], seeds=[0], stop_at=100)
     assert (capped.steps, sweep.budget_steps(capped.config)) == (100, 100)
     unknown = planned(tasks=["copy"], sizes=["1.3m"], seeds=[0])  # copy's one run was cut by stop_at

@@ -26,7 +26,7 @@ class PlannedRun:
     """One run of a :class:`Plan`: ``state`` "exists" (complete in a store), "resume" (begun: measured up to
     step ``reached``), "train", or "locked" (another process writes it, ``owner``: "pid N on HOST"; skipped);
     ``steps`` the steps it is expected to reach (its budget, or where like runs stopped early: ``like``
-    names which, "its other seeds" or "its task and level at other presets"), ``seconds`` the projected time
+    names which, "its other seeds" or "its task and level at 14m", say), ``seconds`` the projected time
     (None: no measurement for its preset, or skipped)."""
     config: TrainConfig
     run_dir: Path
@@ -278,12 +278,31 @@ def distinct(configs) -> list:
     return list({store.config_hash(c.to_dict()): c for c in configs}.values())
 
 
+
+def nearest_preset(size: str, sizes) -> str | None:
+    """The preset of ``sizes`` nearest ``size`` in the blocks' parameters (layers x width squared, on a log
+    scale): where a run stops moves with size, so its stop is read off the preset most like it. None when
+    ``size`` or none of ``sizes`` is a known preset."""
+    import math
+
+    from geomcap.models import ALL_PRESETS
+
+    def scale(preset):
+        cfg = ALL_PRESETS.get(preset)
+        return None if cfg is None else cfg.n_layer * cfg.d_model ** 2
+
+    target = scale(size)
+    known = [s for s in sizes if scale(s)]
+    if target is None or not known:
+        return None
+    return min(known, key=lambda s: abs(math.log(target / scale(s))))
+
 def plan(configs, stores, workers: int | None = None, pack: int | None = None, cpu: str | None = None) -> Plan:
     """The plan of training ``configs`` (each run once: :func:`distinct`) into the last of ``stores`` (a run
     complete in any store exists): per run, whether it exists, resumes or trains, or is skipped because
     another process is writing it (:func:`geomcap.store.lock_owner`), the steps it is expected to reach (the
     median stop of complete runs of the same settings in the stores and the committed data/runs; else of
-    its task and level at other presets, same schedule; else its budget, :func:`budget_steps`: the
+    its task and level at the nearest other preset (:func:`nearest_preset`), same schedule; else its budget, :func:`budget_steps`: the
     protocol's early stop ends an acquired run 500 steps after acquisition, so a budget alone over-projects)
     and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the runs'
     per-step and per-checkpoint seconds; for a preset this machine has not run, another preset's scaled by
@@ -302,12 +321,13 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     costs = step_costs(stored, cpu)
     costs.update(extrapolated_costs(costs, {(c.size, c.precision) for c in configs}))
     stops: dict = {}
-    elsewhere: dict = {}  # the same task, level and schedule at other presets
+    elsewhere: dict = {}  # the same task, level and schedule at other presets: preset -> stops
     for config, status in stored:
         stop = status.get("stopped_at") or config.get("stop_at") or config.get("steps")
         stops.setdefault(_same_settings(config), []).append(stop)
         if config.get("stop_at") is None:  # a run stopped by stop_at says nothing of where it would stop
-            elsewhere.setdefault(_same_settings(config, _OTHER_PRESETS), []).append(stop)
+            elsewhere.setdefault(_same_settings(config, _OTHER_PRESETS), {}).setdefault(
+                config.get("size"), []).append(stop)
     runs = []
     for cfg in distinct(configs):
         dirs = [store.run_dir_for(cfg.to_dict(), s) for s in stores]
@@ -315,15 +335,16 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
         if done is not None:
             runs.append(PlannedRun(cfg, done, "exists", cfg.steps))
             continue
-        budget, like = budget_steps(cfg), None
-        for source, table, key in (("its other seeds", stops, _same_settings(cfg.to_dict())),
-                                   ("its task and level at other presets", elsewhere,
-                                    _same_settings(cfg.to_dict(), _OTHER_PRESETS))):
-            if table.get(key):
-                like, steps = source, min(budget, int(statistics.median(table[key])))
-                break
-        else:
-            steps = budget
+        budget, like, steps = budget_steps(cfg), None, budget_steps(cfg)
+        seeds, by_size = stops.get(_same_settings(cfg.to_dict())), elsewhere.get(_same_settings(cfg.to_dict(),
+                                                                                                 _OTHER_PRESETS))
+        if seeds:
+            like, steps = "its other seeds", min(budget, int(statistics.median(seeds)))
+        elif by_size:
+            nearest = nearest_preset(cfg.size, by_size)
+            like = f"its task and level at {nearest}" if nearest else "its task and level at other presets"
+            found = by_size[nearest] if nearest else [x for xs in by_size.values() for x in xs]
+            steps = min(budget, int(statistics.median(found)))
         reached = store.last_metrics_step(dirs[-1]) or 0
         owner = store.lock_owner(dirs[-1])
         if owner is not None:  # another sweep writes it: skipped, and not in the projection
