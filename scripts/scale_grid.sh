@@ -34,6 +34,9 @@
 #   PYTHON           the interpreter that asks whether this CPU has native bf16 kernels (default: beside GEOMCAP);
 #                    stage p's bf16 runs are skipped, with a line, where it has none
 #   HARD_SETTINGS    stage 4's settings (default add:hard,mul:hard: the levels the 405k grid classes hard)
+#   DONE             run stores whose complete runs count as trained, comma-separated (default the committed
+#                    data/scale, data/scale-controls, data/scale-precision: a fresh worktree does not retrain
+#                    what has landed; "" for none)
 # A control stops at step 1000 of the 4000-step medium schedule (stop_at), as scripts/controls_grid.sh's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +70,12 @@ STEPS=easy=2000,medium=4000,hard=8000
 control="--set control=shuffled_answers --set stop_at=1000"
 PYTHON=${PYTHON:-$(dirname "$GEOMCAP")/python}
 bf16_native='import sys, torch; from geomcap.models import bf16_matmul_native; sys.exit(not bf16_matmul_native(torch.device("cpu")))'
+DONE=${DONE-data/scale,data/scale-controls,data/scale-precision}
 case $LANE in a|b) ;; *) echo "LANE must be a or b, got $LANE" >&2; exit 2 ;; esac
+done_stores=()
+for store in ${DONE//,/ }; do
+  [ -d "$store" ] && done_stores+=(--done "$store")
+done
 status=0
 
 ordered() {  # a comma-separated list, reversed on lane b
@@ -76,7 +84,7 @@ ordered() {  # a comma-separated list, reversed on lane b
 sweep() {  # sweep TASKS LEVELS SIZES SEEDS [geomcap sweep options]: one worker, a lane of its own
   local tasks=$1 levels=$2 sizes=$3 seeds=$4; shift 4
   "$GEOMCAP" sweep --tasks "$(ordered "$tasks")" --levels "$levels" --sizes "$(ordered "$sizes")" \
-    --seeds "$seeds" --steps "$STEPS" --workers 1 --threads "$THREADS" --quiet "${DRY_RUN[@]}" "$@" || status=1
+    --seeds "$seeds" --steps "$STEPS" --workers 1 --threads "$THREADS" --quiet "${DRY_RUN[@]}" "${done_stores[@]}" "$@" || status=1
 }
 for stage in "${@:-p 1 2 3 4 5}"; do
   for s in $stage; do

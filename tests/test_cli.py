@@ -632,3 +632,21 @@ def test_a_dry_run_sweep_prints_its_plan_and_trains_nothing(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
     code, out, _ = run_in_process(capsys, *sweep)
     assert code == 0 and "2 runs complete" in out and len(list((tmp_path / "runs").iterdir())) == 2
+
+
+def test_a_sweep_counts_the_runs_of_a_done_store_as_trained_and_never_writes_there(tmp_path, capsys):
+    """A fresh checkout resuming a grid whose finished runs are committed (data/scale): --done names that store,
+    so its runs exist for the plan and are not trained again into --root; the others are; --done is read only."""
+    base = ["sweep", "--tasks", "copy", "--levels", "easy", "--steps", "2", "--workers", "1", "--quiet"]
+    code, _, _ = run_in_process(capsys, *base, "--seeds", "0", "--root", tmp_path / "committed")
+    assert code == 0
+    before = sorted(p.name for p in (tmp_path / "committed").iterdir())
+    sweep = [*base, "--seeds", "0,1", "--root", tmp_path / "runs", "--done", tmp_path / "committed"]
+    code, out, _ = run_in_process(capsys, *sweep, "--dry-run")
+    assert code == 0 and out.startswith("plan: 2 runs; 1 exist, 1 to train"), out
+    code, out, _ = run_in_process(capsys, *sweep)
+    assert code == 0 and "2 runs complete, 0 failed" in out, out
+    assert len(list((tmp_path / "runs").iterdir())) == 1  # seed 1 only: seed 0 was done
+    assert sorted(p.name for p in (tmp_path / "committed").iterdir()) == before
+    code, _, err = run_in_process(capsys, *base, "--root", tmp_path / "runs", "--done", tmp_path / "nowhere")
+    assert code != 0 and "--done" in err and "not a directory" in err

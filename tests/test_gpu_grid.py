@@ -179,6 +179,24 @@ def test_a_dry_run_of_the_cpu_stages_asks_every_sweep_for_its_plan_only(tmp_path
     assert [c.split().count("--dry-run") for c in swept] == [1 if dry else 0] * 5
 
 
+
+@pytest.mark.parametrize("done, expected", [(None, ["data/scale", "data/scale-controls", "data/scale-precision"]),
+                                            ("", []), ("data/scale,no/such/store", ["data/scale"])])
+def test_every_sweep_of_the_cpu_stages_counts_the_committed_runs_as_done(tmp_path, done, expected):
+    """A fresh worktree must not retrain what has landed: each sweep gets --done for each committed store of
+    DONE that exists (default data/scale, data/scale-controls, data/scale-precision); DONE="" gives none.
+    GEOMCAP is a stub that records its arguments."""
+    calls, geomcap = tmp_path / "calls", tmp_path / "geomcap"
+    geomcap.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    geomcap.chmod(0o755)
+    env = {**os.environ, "GEOMCAP": str(geomcap), **({} if done is None else {"DONE": done})}
+    finished = subprocess.run(["bash", "scripts/scale_grid.sh", "2"], cwd=REPO, capture_output=True, text=True,
+                              env=env)
+    assert finished.returncode == 0, finished.stderr
+    for call in calls.read_text().splitlines():
+        words = call.split()
+        assert [words[i + 1] for i, w in enumerate(words) if w == "--done"] == expected
+
 @pytest.mark.parametrize("argv, message", [
     (["--presets", "48x"], "unknown size '48x'"),
     (["--presets", "48m", "--precision", "fp16"], "unknown precision 'fp16'"),

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     for axis in (*GRID_AXES, "steps"):
         _row_option(p, axis)
     p.add_argument("--root", default=None, help="run store root (default $GEOMCAP_RUNS or ./runs)")
+    p.add_argument("--done", action="append", default=[], metavar="STORE",
+                   help="a run store whose complete runs count as trained (read, never written), e.g. a "
+                        "committed data/scale in a fresh checkout (repeatable)")
     for name, row in SWEEP.items():  # --workers, --device, --threads, --measures, --pack: checked through the rows
         _row_option(p, name, row)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -269,10 +272,11 @@ def cmd_sweep(args) -> int:
     """``geomcap sweep``: the grid's runs into the run store; exit 1 if one failed or was skipped."""
     from geomcap.config import parse_steps
     from dataclasses import replace
+    from pathlib import Path
 
     from geomcap import store
     from geomcap.parameters import PARAMETERS, SWEEP
-    from geomcap.sweep import grid, parse_settings, plan, run_sweep
+    from geomcap.sweep import RunResult, grid, parse_settings, plan, run_sweep
 
     _check_path(args.root, "--root")
     _check_store_root(args.root)
@@ -281,12 +285,20 @@ def cmd_sweep(args) -> int:
     given = {name: _option(name, getattr(args, name), row) for name, row in SWEEP.items()}  # the same rows as run_sweep
     configs = grid(**axes, steps=parse_steps(_option("steps", args.steps)), measures=given.pop("measures"),
                    **parse_settings(args.set))
-    the_plan = plan(configs, [args.root if args.root is not None else store.default_root()],
+    for done in args.done:
+        _check_path(done, "--done")
+        if not Path(done).is_dir():
+            raise ValueError(f"--done {done} is not a directory")
+    the_plan = plan(configs, [*args.done, args.root if args.root is not None else store.default_root()],
                     workers=given["workers"], pack=given["pack"])
     print("\n".join(the_plan.lines()), flush=True)  # what it will train, what exists, and for how long
     if args.dry_run:
         return 0
+    done_elsewhere = [r for r in the_plan.runs
+                      if r.state == "exists" and Path(r.run_dir).parent.resolve() != Path(the_plan.root).resolve()]
+    configs = [r.config for r in the_plan.runs if r not in done_elsewhere]  # --done's runs are not trained again
     results = run_sweep(configs, root=args.root, **given, plan=the_plan, bars=False if args.quiet else None)
+    results += [RunResult(r.config, r.run_dir, seconds=0.0) for r in done_elsewhere]
     failed = [r for r in results if not r.ok and not r.locked]
     skipped = [r for r in results if r.locked]  # each named in one line as the sweep ran
     print(f"{sum(r.ok for r in results)} runs complete, {len(failed)} failed"
