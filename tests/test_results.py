@@ -343,6 +343,12 @@ def test_claims_c5_c6_known_both_ways():
     assert results.claim_c6(shaped)["verdict"] == "not testable"
     during = shaped.assign(rankme_recovery_step=pd.array([300] * 8, dtype="Int64"))  # easy runs acquired by 300
     assert results.claim_c6(during)["verdict"] == "reproduced"
+    assert "order not resolved" not in results.claim_c6(during)["ours"]
+    # a run acquired at the very step RankMe recovered is counted by the rule, and named as unresolved
+    tie = during.assign(rankme_recovery_step=pd.array([200] * 8, dtype="Int64"))
+    assert results.claim_c6(tie)["verdict"] == "reproduced"
+    assert results.claim_c6(tie)["ours"].startswith("acquired during the collapse 4 of 8 acquired runs (1 at its "
+                                                     "recovery's own checkpoint: order not resolved); classes")
     # the test loss read the same way is reported beside it: a contrast behaviour shares is not geometry's
     behaviour = results.claim_c6(during.assign(paper_test_loss_is_precursor=[True] * 4 + [False] * 4))
     assert behaviour["verdict"] == "reproduced"

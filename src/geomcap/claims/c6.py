@@ -126,8 +126,12 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     during = acquired_during_collapse(summary)
     classes = difficulty_class(summary)
     counts = classes.value_counts().to_dict()
+    # acquired at the very step RankMe recovered: both read at one checkpoint, so their order is not resolved
+    tied = int((during & (pd.to_numeric(summary["acquisition_step"], errors="coerce")
+                          == pd.to_numeric(summary["rankme_recovery_step"], errors="coerce"))).sum())
     head = (f"acquired during the collapse {int(during.sum())} of {int(summary['acquisition_step'].notna().sum())}"
-            f" acquired runs; classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES))
+            f" acquired runs" + (f" ({tied} at {'its' if tied == 1 else 'their'} recovery's own checkpoint: order not resolved)" if tied else "")
+            + "; classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES))
     column = f"paper_{measure}_is_precursor"
     read = summary.get(column, pd.Series(index=summary.index)).notna()
     hard = summary[(classes == "hard") & read]
