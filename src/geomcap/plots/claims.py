@@ -119,7 +119,7 @@ def proxy_trajectories(metrics, pairs, small: str, large: str, measure: str = "r
                        correlations=None, ncols: int = 2):
     """One panel per task: the final layer's ``measure`` of the small and large preset against
     training step, each divided by its value at step 0 (the presets' widths differ), one line
-    per seed. pairs: :func:`geomcap.results.proxy_pairs`; correlations: optional
+    per run of a pair (each level and seed of the task). pairs: :func:`geomcap.results.proxy_pairs`; correlations: optional
     :func:`geomcap.results.trajectory_correlation`, whose median Spearman rho titles each panel."""
     set_style()
     task_names = list(dict.fromkeys(pairs["task"]))
