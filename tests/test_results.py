@@ -703,6 +703,11 @@ def test_book_table_shows_whole_numbers_and_missing_values_plainly():
     assert ">c29<" in html and "..." not in html  # every column, nothing elided
     assert "overflow-wrap: break-word" in html  # long text wraps, never a short word cut in two ("ad|d")
     assert ">n_<wbr>items<" in html  # a header breaks after an underscore
+    # 07's concordance: a rate column of object dtype (a missing rate beside numbers) printed 0.8333333333333334
+    mixed = results.book_table(pd.DataFrame({"rate": pd.Series([None, 0.8333333333333334, 2.0, "n/a"],
+                                                               dtype=object)})).to_html()
+    assert ">0.833<" in mixed and "0.8333333" not in mixed and ">2<" in mixed and ">n/a<" in mixed
+    assert mixed.count(">–<") == 1
 
 
 def test_every_notebooks_steps_parameter_defaults_to_the_committed_budget():

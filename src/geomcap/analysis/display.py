@@ -16,8 +16,8 @@ def book_table(table: pd.DataFrame, digits: int = 3, index: bool = False):
     """``table`` as the book shows it: every row and column, whole cells, fitting the text column.
 
     Whole-number columns print as integers (``200``, not ``200.0``), other numbers
-    to ``digits`` significant digits (never in e-notation above 1), missing values (NaN, None, ``<NA>``) as
-    "–"; headers and text cells wrap at spaces and after underscores (``rankme_floor_step``),
+    to ``digits`` significant digits (never in e-notation above 1), and so do the numbers of a column that is
+    not numeric as a whole (numbers beside text); missing values (NaN, None, ``<NA>``) as "–"; headers and text cells wrap at spaces and after underscores (``rankme_floor_step``),
     never inside a word, so a table of many columns may still be wider than the
     text column: show fewer. Text is HTML-escaped. Returns a pandas ``Styler`` (its
     HTML is the whole table: pandas' display options do not elide it).
@@ -32,8 +32,8 @@ def book_table(table: pd.DataFrame, digits: int = 3, index: bool = False):
             and np.all(np.abs(present) < 1e15)
         formats[column] = "{:,.0f}" if whole else partial(_book_number, digits=digits)
     styler = table.style.format(formats, na_rep="–")
-    styler = styler.format(lambda v: "–" if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v))
-                           else _breakable(v), subset=[c for c in table.columns if c not in formats], na_rep="–")
+    styler = styler.format(partial(_book_cell, digits=digits), subset=[c for c in table.columns if c not in formats],
+                           na_rep="–")
     if not index:
         styler = styler.hide(axis="index")
     styler = styler.format_index(_breakable, axis="columns")
@@ -48,6 +48,16 @@ def book_table(table: pd.DataFrame, digits: int = 3, index: bool = False):
 def _breakable(text) -> str:
     """``text`` as HTML that may break after an underscore: ``rankme_<wbr>floor_<wbr>step``."""
     return html.escape(str(text)).replace("_", "_<wbr>")
+
+
+def _book_cell(value, digits: int = 3) -> str:
+    """A cell of a column that is not numeric as a whole (text, or numbers beside missing values or text):
+    "–" when missing, a number as the numeric columns print it, else the text, breakable."""
+    if value is None or value is pd.NA or (isinstance(value, (float, np.floating)) and np.isnan(value)):
+        return "–"
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return f"{value:,.0f}" if np.isfinite(value) and value == round(value) else _book_number(value, digits)
+    return _breakable(value)
 
 
 def _book_number(value, digits: int = 3) -> str:
