@@ -209,6 +209,6 @@ def costly_resolution_text(summary: pd.DataFrame, runs: pd.DataFrame, measures, 
         return (f"A measure can lead only at the resolution it was recorded: {coarse}; {len(windowed)} run(s) also "
                 "record them at every checkpoint of a window around acquisition, but none records these measures.")
     return (f"A measure can lead only at the resolution it was recorded: {coarse}, except inside a window around "
-            f"acquisition, where {len(windowed)} run(s) record them at every checkpoint (`costly_window`, steps "
+            f"acquisition, where {len(windowed)} run(s) record them at every checkpoint (costly_window, steps "
             f"{', '.join(spans)}). On those runs, read where the collapse is over (positive = the measure comes "
             "first): " + "; ".join(parts) + ".")
