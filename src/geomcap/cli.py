@@ -294,9 +294,10 @@ def cmd_sweep(args) -> int:
     print("\n".join(the_plan.lines()), flush=True)  # what it will train, what exists, and for how long
     if args.dry_run:
         return 0
-    done_elsewhere = [r for r in the_plan.runs
-                      if r.state == "exists" and Path(r.run_dir).parent.resolve() != Path(the_plan.root).resolve()]
-    configs = [r.config for r in the_plan.runs if r not in done_elsewhere]  # --done's runs are not trained again
+    done_elsewhere = [r for r in the_plan.runs if r.state == "exists" and Path(r.run_dir).parent.resolve()
+                      != Path(the_plan.root).resolve()] if args.done else []
+    if done_elsewhere:  # --done's runs are not trained again
+        configs = [r.config for r in the_plan.runs if r not in done_elsewhere]
     results = run_sweep(configs, root=args.root, **given, plan=the_plan, bars=False if args.quiet else None)
     results += [RunResult(r.config, r.run_dir, seconds=0.0) for r in done_elsewhere]
     failed = [r for r in results if not r.ok and not r.locked]
