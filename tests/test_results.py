@@ -349,6 +349,11 @@ def test_claims_c5_c6_known_both_ways():
     assert results.claim_c6(tie)["verdict"] == "reproduced"
     assert results.claim_c6(tie)["ours"].startswith("acquired during the collapse 4 of 8 acquired runs (1 at its "
                                                      "recovery's own checkpoint: order not resolved); classes")
+    assert results.claim_c6(tie)["control"].endswith("; without the 1 whose order is not resolved: reproduced (the "
+                                                     "paper's reading leads in 0% of those and 100% of hard runs)")
+    edge = during.assign(rankme_recovery_step=pd.array([150] * 8, dtype="Int64"))  # 3 inside, one of them a tie
+    assert results.claim_c6(edge)["verdict"] == "reproduced"
+    assert results.claim_c6(edge)["control"].endswith("; without the 1 whose order is not resolved: not testable")
     # the test loss read the same way is reported beside it: a contrast behaviour shares is not geometry's
     behaviour = results.claim_c6(during.assign(paper_test_loss_is_precursor=[True] * 4 + [False] * 4))
     assert behaviour["verdict"] == "reproduced"

@@ -127,8 +127,9 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     classes = difficulty_class(summary)
     counts = classes.value_counts().to_dict()
     # acquired at the very step RankMe recovered: both read at one checkpoint, so their order is not resolved
-    tied = int((during & (pd.to_numeric(summary["acquisition_step"], errors="coerce")
-                          == pd.to_numeric(summary["rankme_recovery_step"], errors="coerce"))).sum())
+    ties = during & (pd.to_numeric(summary["acquisition_step"], errors="coerce")
+                     == pd.to_numeric(summary["rankme_recovery_step"], errors="coerce"))
+    tied = int(ties.sum())
     head = (f"acquired during the collapse {int(during.sum())} of {int(summary['acquisition_step'].notna().sum())}"
             f" acquired runs" + (f" ({tied} at {'its' if tied == 1 else 'their'} recovery's own checkpoint: order not resolved)" if tied else "")
             + "; classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES))
@@ -150,5 +151,9 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     if measure != "test_loss" and loss in summary and summary.loc[easy.index.union(hard.index), loss].notna().all():
         others = (f"the test loss, read the same way, leads in {easy[loss].astype(bool).mean():.0%} of those and "
                   f"{hard[loss].astype(bool).mean():.0%} of hard runs; {others}")
+    if tied:  # the rule counts a tie as inside the regime: what it reads without them, beside it
+        without = claim_c6(summary[~ties], measure)
+        others += (f"; without the {tied} whose order is not resolved: {without['verdict']}"
+                   + (f" ({without['ours'].rsplit('; ', 1)[-1]})" if "leads in" in without["ours"] else ""))
     return claim_row("C6", f"{head}; the paper's reading leads in {e:.0%} of those and {h:.0%} of hard runs",
                      float(h - e), verdict, rule, others)
