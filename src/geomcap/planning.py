@@ -229,12 +229,10 @@ EXTRAPOLATION_SEQ_LEN = 16
 
 def extrapolated_costs(costs: dict, keys) -> dict:
     """For each (preset, precision) of ``keys`` that ``costs`` (:func:`step_costs`) lacks, a :class:`StepCost`
-    from the measured preset of the same precision nearest to it in training FLOPs per token
-    (``geomcap.bench.step.flops_per_token``), its steps and checkpoints scaled by their ratio. A larger
+    from the measured preset of the same precision nearest to it (:func:`nearest_preset`), its steps and
+    checkpoints scaled by the ratio of their training FLOPs per token (``geomcap.bench.step.flops_per_token``). A larger
     model uses the cores better than a smaller one, so a cost extrapolated upward errs long. Presets outside
     ``geomcap.presets.PRESETS``, or with no measured preset of their precision, are left out."""
-    import math
-
     from geomcap import tasks
     from geomcap.bench.step import flops_per_token
     from geomcap.models import PRESETS
@@ -247,9 +245,8 @@ def extrapolated_costs(costs: dict, keys) -> dict:
         measured = [k for k, c in costs.items() if k[1] == precision and k[0] in PRESETS and not c.extrapolated]
         if (size, precision) in costs or size not in PRESETS or not measured:
             continue
-        target = flops(size)
-        ref = min(measured, key=lambda k: abs(math.log(target / flops(k[0]))))
-        ratio, cost = target / flops(ref[0]), costs[ref]
+        ref = (nearest_preset(size, [k[0] for k in measured]), precision)
+        ratio, cost = flops(size) / flops(ref[0]), costs[ref]
         line = None if cost.line is None else {k: v * ratio for k, v in cost.line.items()}
         out[(size, precision)] = StepCost(cost.per_step_s * ratio, cost.per_checkpoint_s * ratio,
                                           f"extrapolated from {ref[0]} ({cost.source}) by training FLOPs per token, "
