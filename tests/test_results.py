@@ -210,6 +210,23 @@ def test_paper_vs_ours_rows(store_root):
     assert [row["claim"] for row in results.task_claims_from_store(store_root)] == ["C1", "C2", "C3", "C4", "C5", "C6", "C8"]
 
 
+def test_c2_reads_every_preset_of_the_second_store(store_root, tmp_path):
+    """C2 speaks of every size: a MOD run (and its control) that only the second store holds decides it."""
+    from concurrent.futures import ThreadPoolExecutor
+    more, controls = tmp_path / "scale", tmp_path / "scale-controls"
+    for root, extra in ((more, {}), (controls, {"control": "shuffled_answers"})):
+        configs = grid(tasks=["mod"], levels=["easy"], sizes=["1.3m"], **TINY, **extra)
+        assert all(r.ok for r in run_sweep(configs, root=root, executor=ThreadPoolExecutor(1), progress=False))
+    alone = results.claims_from_analysis(results.analyse_claims(store_root))[1]
+    assert alone["ours"] == "no MOD run selected" and alone["verdict"] == "not testable"
+    a = results.analyse_claims(store_root, proxy_root=more, proxy_controls_root=controls)
+    c2 = results.claims_from_analysis(a)[1]
+    assert c2["claim"] == "C2" and c2["ours"].startswith("MOD floor 1.3m ")
+    assert c2["control"].startswith("MOD floor in the controls ")
+    effect = results.claim_effects(a).set_index(["claim", "arm"]).loc["C2"]
+    assert effect.loc["real", "runs"] == effect.loc["control", "runs"] == 1
+
+
 def test_setting_runs_pair_each_change_with_its_baseline(store_root, tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -994,7 +1011,8 @@ def test_claim_effects_put_the_real_runs_beside_the_controls():
                           rankme_recovery_step=pd.array([None, None, None, 60], dtype="Int64"),
                           top_down_rho_step=[-1.0, 0.5, 0.5, 0.5], rankme_floor_value=4.0)
     probes = pd.DataFrame({"task": ["copy", "add"], "level": "medium", "size": "405k-deep", "c4_holds": [True, False]})
-    analysis = {"summary": real, "control": control, "warmup0": None, "probes": probes, "control_probes": None}
+    analysis = {"summary": real, "control": control, "warmup0": None, "probes": probes, "control_probes": None,
+                "all_sizes": real, "all_controls": control}
     effects = results.claim_effects(analysis).set_index(["claim", "arm"])
     assert effects.loc[("C1", "real"), "value"] == 1.0 and effects.loc[("C1", "control"), "value"] == 0.25
     assert effects.loc[("C2", "real"), "value"] == 2.0 and effects.loc[("C2", "control"), "value"] == 4.0

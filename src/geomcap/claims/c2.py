@@ -7,6 +7,7 @@ import pandas as pd
 
 from geomcap import paper
 from geomcap.claims.verdicts import claim_row
+from geomcap.config import ALL_PRESETS
 
 
 #: C2: MOD's floor within this relative distance of the paper's ~2.0
@@ -37,15 +38,24 @@ def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
+def mean_floor_by_size(runs: pd.DataFrame) -> pd.Series:
+    """Mean collapse floor (final layer) per size, presets in their table's order (depth variants after)."""
+    floors = runs.groupby("size", sort=False)["rankme_floor_value"].apply(lambda v: pd.to_numeric(v).mean())
+    order = list(ALL_PRESETS)
+    return floors.iloc[sorted(range(len(floors)), key=lambda i: (order.index(floors.index[i])
+                                                                 if floors.index[i] in order else len(order)))]
+
+
 def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> dict:
     """C2: MOD's collapse floor (final layer) per size, against the paper's ~2.0, uncentred (and centred); in
-    the controls, MOD's floor where nothing is learnt."""
+    the controls, MOD's floor where nothing is learnt (their mean decides, as in the rule; per size beside
+    it when they span several)."""
     lo, hi = FLOOR_BAND
     rule = RULE
     mod = summary[summary["task"] == "mod"]
     if mod.empty:
         return claim_row("C2", "no MOD run selected", rule=rule)
-    floors = mod.groupby("size", sort=False)["rankme_floor_value"].apply(lambda v: pd.to_numeric(v).mean())
+    floors = mean_floor_by_size(mod)
     within = (floors >= lo) & (floors <= hi)
     text = "MOD floor " + ", ".join(f"{size} {value:.2f}" for size, value in floors.items())
     if centred is not None:
@@ -56,8 +66,12 @@ def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control
                "partly reproduced" if within.any() else "not reproduced")
     control_text = "no negative control"
     if control is not None and (control["task"] == "mod").any():
-        cf = pd.to_numeric(control.loc[control["task"] == "mod", "rankme_floor_value"], errors="coerce").mean()
+        mod_controls = control[control["task"] == "mod"]
+        by_size = mean_floor_by_size(mod_controls)
+        cf = pd.to_numeric(mod_controls["rankme_floor_value"], errors="coerce").mean()
         control_text = f"MOD floor in the controls {cf:.2f}"
+        if len(by_size) > 1:
+            control_text += " (" + ", ".join(f"{size} {value:.2f}" for size, value in by_size.items()) + ")"
         if lo <= cf <= hi and verdict != "not reproduced":
             verdict = "reproduced, not specific to learning"
     return claim_row("C2", text, float(floors.mean()), verdict, rule, control_text)

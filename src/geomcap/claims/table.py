@@ -85,8 +85,9 @@ def analyse_claims(root="", small: str = "405k", large: str | None = None, contr
     """Everything the claims table reads, computed once from a store ("" = the committed data/runs, with the
     negative controls and the warmup-0 arm of data/controls): ``arms`` (:func:`load_arms`), ``summary``,
     ``centred``, ``control`` and ``warmup0`` (:func:`summary_table` of each; None when absent), ``probes``,
-    ``selectivity``, ``control_probes``, ``all_sizes`` (the :func:`summary_table` of the store's real runs
-    and of ``proxy_root``'s: the claims about size, C6 and C8, read every preset trained), and C8's ``c8``:
+    ``selectivity``, ``control_probes``, ``all_sizes``, ``all_centred`` and ``all_controls`` (the
+    :func:`summary_table` of the store's runs and of ``proxy_root``'s, real, centred and controls: the claims
+    about size, C2, C6 and C8, read every preset trained), and C8's ``c8``:
     the proxy ``small`` against ``large`` (default :func:`~geomcap.results.proxy_preset`, the largest preset
     with enough pairs), over the runs of the store and of ``proxy_root`` (default for the committed data:
     data/scale, its controls data/scale-controls), as a dict of ``large``, ``correlations``,
@@ -99,22 +100,29 @@ def analyse_claims(root="", small: str = "405k", large: str | None = None, contr
     if proxy_root is None and not root:
         proxy_root, proxy_controls_root = (committed_data(name) for name in SCALE_STORES)
     proxy = proxy_arms(arms, proxy_root, proxy_controls_root)
+    centred = summary_table(runs, measure="rankme_centred")
+    control = summary_table(arms["control"]) if len(arms["control"]) else None
     more = proxy["real"][~proxy["real"]["run"].isin(runs["run"])]
-    all_sizes = pd.concat([summary, summary_table(more)], ignore_index=True) if len(more) else summary
-    out = {"arms": arms, "summary": summary, "centred": summary_table(runs, measure="rankme_centred"),
-           "control": summary_table(arms["control"]) if len(arms["control"]) else None,
+    all_sizes, all_centred = ((summary, centred) if not len(more) else
+                              (pd.concat([t, summary_table(more, measure=m)], ignore_index=True)
+                               for t, m in ((summary, "rankme"), (centred, "rankme_centred"))))
+    more_controls = proxy["control"][~proxy["control"]["run"].isin(arms["control"]["run"])]
+    all_controls = (control if not len(more_controls) else
+                    pd.concat([control, summary_table(more_controls)], ignore_index=True))
+    out = {"arms": arms, "summary": summary, "centred": centred, "control": control,
            "warmup0": summary_table(arms["warmup0"]) if len(arms["warmup0"]) else None,
            "probes": probe_table(metrics, runs), "selectivity": selectivity_table(metrics, runs),
            "control_probes": (probe_table(load_metrics(arms["control"], measures=probe_measures), arms["control"])
                               if len(arms["control"]) else None),
-           "all_sizes": all_sizes, "c8": proxy_analysis(proxy, all_sizes, small, large)}
+           "all_sizes": all_sizes, "all_centred": all_centred, "all_controls": all_controls,
+           "c8": proxy_analysis(proxy, all_sizes, small, large)}
     return out
 
 
 def claims_from_analysis(a: dict) -> list[dict]:
     """The claim rows on the algorithmic tasks (C1-C6, C8) of an :func:`analyse_claims`; :func:`claim_rows`
     adds C7."""
-    return [claim_c1(a["summary"], a["centred"], a["control"]), claim_c2(a["summary"], a["centred"], a["control"]),
+    return [claim_c1(a["summary"], a["centred"], a["control"]), claim_c2(a["all_sizes"], a["all_centred"], a["all_controls"]),
             claim_c3(a["summary"], a["control"]), claim_c4(a["probes"], a["selectivity"], a["control_probes"]),
             claim_c5(a["summary"], a["control"]), claim_c6(a["all_sizes"]),
             proxy_claim(a["c8"])]
@@ -202,7 +210,8 @@ def claim_effects(a: dict) -> pd.DataFrame:
     :func:`analyse_claims`. Statistics: C1 runs that collapse then recover; C2 MOD's mean floor; C3 runs
     top-down; C4 runs whose probe beats the model's baselines; C5 hard runs where a series is informative
     (RankMe against the baselines read the same way). Real runs are those of the controls' settings
-    (:func:`matched`) where a control exists, all of them for C4-C5."""
+    (:func:`matched`) where a control exists, all of them for C4-C5; C2 reads every preset trained, as its
+    verdict does."""
     summary, control, warm = a["summary"], a["control"], a["warmup0"]
     same = matched(summary, control)
     rows = []
@@ -214,8 +223,10 @@ def claim_effects(a: dict) -> pd.DataFrame:
     rows += [_effect("C1", "runs that collapse then recover", arm, flag(t, recovers), "_flag")
              for arm, t in (("real", same), ("control", control))]
     mod_floor = lambda t: float(pd.to_numeric(t["rankme_floor_value"], errors="coerce").mean())  # noqa: E731
+    every_control = a["all_controls"]  # C2 speaks of every size: the scale grid's controls too
     rows += [_effect("C2", "MOD's mean RankMe floor", arm, None if t is None else t[t["task"] == "mod"],
-                     value_of=mod_floor) for arm, t in (("real", same), ("control", control))]
+                     value_of=mod_floor)
+             for arm, t in (("real", matched(a["all_sizes"], every_control)), ("control", every_control))]
     top = lambda t: pd.to_numeric(t["top_down_rho_step"], errors="coerce").lt(0).where(  # noqa: E731
         pd.to_numeric(t["top_down_rho_step"], errors="coerce").notna())
     rows += [_effect("C3", "runs top-down", arm, flag(t, top), "_flag")
