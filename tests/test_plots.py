@@ -344,3 +344,17 @@ def test_shortcut_curves_one_line_per_class_in_each_builds_panel():
     assert np.allclose(levels, [1 / 3, 1 / 3 + 0.5 * 2 / 3])  # chance and the acquisition level
     with pytest.raises(ValueError, match="one benchmark"):
         plots.shortcut_curves(pd.concat([frame, frame.assign(benchmark="logical_deduction")]))
+
+
+def test_a_floor_panel_keeps_its_tick_labels_inside_its_axis():
+    """The effects figure's open-ended (floor) axis: ticks only within the values, the view wider than them,
+    so no tick label sits on the axis's edge (where it would widen the saved figure)."""
+    effects = pd.DataFrame({"claim": "C2", "statistic": "MOD's mean RankMe floor", "arm": ["real", "control"],
+                            "value": [1.42, 1.56], "low": [1.31, 1.39], "high": [1.84, 2.216], "runs": [7, 7]})
+    fig = plots.claim_effects_figure(effects)
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    ticks = ax.get_xticks()
+    assert len(ticks) >= 2 and lo < 1.31 and hi > 2.216
+    assert all(1.31 - 0.01 <= t <= 2.216 + 0.01 for t in ticks)
+    matplotlib.pyplot.close(fig)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 from geomcap import events
 from geomcap.plots.style import (
@@ -185,13 +186,27 @@ def cross_task_matrix(cross, small: str, large: str, level: str | None = None):
 
 
 
+def _ticks_inside(ax, values) -> None:
+    """An open-ended x axis whose tick labels stay inside it: ticks only within the values' range, the view
+    15% wider on each side (a label centred on the axis's edge would widen a saved figure by half its own
+    width)."""
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return
+    lo, hi = float(values.min()), float(values.max())
+    pad = 0.15 * (hi - lo) if hi > lo else 0.1 * max(abs(hi), 1.0)
+    ticks = MaxNLocator(4).tick_values(lo, hi)
+    ax.set_xticks([t for t in ticks if lo - 0.05 * pad <= t <= hi + 0.05 * pad] or [(lo + hi) / 2])
+    ax.set_xlim(lo - pad, hi + pad)
+
+
 def claim_effects_figure(effects):
     """Per claim, the effect in the real runs beside the controls, each a point with its 95% interval over
     settings (:func:`geomcap.results.claim_effects`): one panel per claim, one row per arm; an arm with no
     run is written out, not drawn."""
     set_style()
     claims = list(dict.fromkeys(effects["claim"]))
-    fig, _, used = panels(max(1, len(claims)), 2, 3.75, 2.1)
+    fig, _, used = panels(max(1, len(claims)), 2, 3.6, 2.1)
     colours = ARM_COLORS
     for ax, claim in zip(used, claims):
         rows = effects[effects["claim"] == claim].reset_index(drop=True)
@@ -212,6 +227,8 @@ def claim_effects_figure(effects):
         statistic = rows["statistic"].iloc[0]
         if "floor" not in statistic:
             ax.set_xlim(-0.05, 1.05)
+        else:
+            _ticks_inside(ax, rows[["value", "low", "high"]].to_numpy(dtype=float))
         ax.set_title(claim, fontsize="medium")
         ax.set_xlabel(statistic)
         ax.grid(axis="x", alpha=0.3)
