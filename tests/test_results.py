@@ -1078,3 +1078,25 @@ def test_subset_scoring_table_known_answers(tmp_path):
     assert summary["worst unchanged"] == table.loc["hover", "unchanged"]
     mod = {"task": "mod", "level": "hard", "seed": 0, "n_test": 512}
     assert run_test_size(mod) != 512
+
+
+def test_cpu_hours_table_known_answers():
+    """Runs and hours per preset and part, from wall_s; a part a preset never ran is 0 runs and 0 hours;
+    totals per row (``all``) and per column (the ``all`` row)."""
+    index = pd.DataFrame({"run": list("abcde"), "size": ["4m", "4m", "14m", "14m", "14m"],
+                          "part": ["easy", "medium", "easy", "easy", "controls"],
+                          "wall_s": [3600.0, 1800.0, 7200.0, 3600.0, 900.0]})
+    table = results.cpu_hours_table(index).set_index("size")
+    assert list(table.index) == ["4m", "14m", "all"]
+    assert table.loc["4m", "easy runs"] == 1 and table.loc["4m", "easy CPU-hours"] == 1.0
+    assert table.loc["4m", "controls runs"] == 0 and table.loc["4m", "controls CPU-hours"] == 0.0
+    assert table.loc["14m", "easy runs"] == 2 and table.loc["14m", "easy CPU-hours"] == 3.0
+    assert table.loc["14m", "all runs"] == 3 and table.loc["14m", "all CPU-hours"] == 3.25
+    assert table.loc["all", "all runs"] == 5 and table.loc["all", "all CPU-hours"] == 4.75
+    assert table.loc["all", "medium CPU-hours"] == 0.5
+    with pytest.raises(KeyError, match="no 'part' column"):
+        results.cpu_hours_table(index.drop(columns="part"))
+    ordered = results.cpu_hours_table(index, row_order=["14m", "4m", "48m"], column_order=["controls", "easy"])
+    assert list(ordered["size"]) == ["14m", "4m", "all"]  # 48m ran nothing: left out
+    assert list(ordered.columns[1:5]) == ["controls runs", "controls CPU-hours", "easy runs", "easy CPU-hours"]
+    assert ordered["all runs"].dtype.kind == "i"

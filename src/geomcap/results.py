@@ -38,7 +38,7 @@ from geomcap.analysis.intervals import (
     rate_interval, rate_text, setting_bootstrap, timing_text)
 from geomcap.analysis.costs import (
     COSTLY_HEALTH_COLUMNS, SUBSET_SCORING_COLUMNS, costly_health_table, costly_resolution_text, geometry_share_text,
-    measuring_cost_table, subset_scoring_summary, subset_scoring_table)
+    cpu_hours_table, measuring_cost_table, subset_scoring_summary, subset_scoring_table)
 from geomcap.analysis.sensitivity import (
     RANKME_VARIANTS, sensitivity_table, setting_by_task, setting_claims, setting_runs, setting_table,
     training_setting)
@@ -84,6 +84,7 @@ from geomcap.claims.table import (
 
 __all__ = [
     "RUN_KEYS", "load_runs", "one_run_per_setting", "load_metrics", "run_index", "geometry_share_text", "measuring_cost_table",
+    "cpu_hours_table",
     "SUBSET_SCORING_COLUMNS", "subset_scoring_table", "subset_scoring_summary", "run_test_size", "subsampled_acquisition",
     "COSTLY_HEALTH_COLUMNS", "costly_health_table", "costly_resolution_text", "summary_row", "chance_for",
     "majority_first_token_for", "run_chance", "run_majority_rate", "summary_cache", "summary_table",

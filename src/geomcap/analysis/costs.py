@@ -15,6 +15,38 @@ from geomcap.analysis.series import chance_corrected, tidy_series
 from geomcap.analysis.runs import is_missing
 
 
+#: what :func:`~geomcap.results.cpu_hours_table` counts as a run's CPU time: :func:`run_index`'s ``wall_s``
+#: (status.json's training, evaluation with the geometry inside it, and costly-measure seconds)
+CPU_SECONDS = "wall_s"
+
+
+def cpu_hours_table(index: pd.DataFrame, rows: str = "size", columns: str = "part", row_order=None,
+                    column_order=None) -> pd.DataFrame:
+    """What a grid cost: runs and CPU-hours (``wall_s`` / 3600) of a :func:`run_index` (with a ``columns``
+    column added by the caller, e.g. each run's level or "controls"), one row per ``rows`` value and one
+    column pair per ``columns`` value (in ``row_order`` / ``column_order``, default order of appearance;
+    values absent from the index are left out), with totals (the ``all`` columns and row). Cells with no
+    run are 0 runs and 0.0 hours. Hours are the runs' own timers on whatever cores they shared: read them as
+    what this grid took, not as a benchmark."""
+    for name in (rows, columns, CPU_SECONDS):
+        if name not in index:
+            raise KeyError(f"the run index has no {name!r} column (columns: {', '.join(map(str, index.columns))})")
+    present = lambda values, order: [v for v in (order or []) if v in set(values)] + [  # noqa: E731
+        v for v in dict.fromkeys(values) if v not in (order or [])]
+    row_values, parts = present(index[rows], row_order), present(index[columns], column_order)
+    hours = index.assign(hours=pd.to_numeric(index[CPU_SECONDS], errors="coerce") / 3600)
+    grouped = hours.groupby([rows, columns], sort=False).agg(runs=("hours", "size"), hours=("hours", "sum"))
+    wide = grouped.unstack(columns, fill_value=0).reindex(row_values)
+    table = pd.DataFrame(index=pd.Index(row_values, name=rows))
+    for part in [*parts, "all"]:
+        table[f"{part} runs"] = wide["runs"].sum(axis=1) if part == "all" else wide[("runs", part)]
+        table[f"{part} CPU-hours"] = wide["hours"].sum(axis=1) if part == "all" else wide[("hours", part)]
+    table.loc["all"] = table.sum()
+    counts = [c for c in table.columns if c.endswith(" runs")]
+    return table.astype({c: int for c in counts}).astype({c: float for c in table.columns if c not in counts}
+                                                         ).reset_index()
+
+
 def geometry_share_text(index: pd.DataFrame, limit: float, dense_steps: int) -> str:
     """What :func:`run_index`'s ``geometry_share`` says against ``limit`` (e.g. 0.10): median and range
     over the runs, how many exceed the limit and how long those trained, and the same over the rest
