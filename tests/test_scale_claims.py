@@ -267,3 +267,31 @@ def test_missing_points_name_the_presets_a_panel_lacks_and_why():
     assert ("C1", "ordered") not in by.index
     assert len(gaps) == len(SCALE_STATISTICS) - 1 and set(SCALE_GAPS) == set(SCALE_STATISTICS)
     assert (by.drop(index=("C3", "top-down"))["sizes"] == "405k, 1.3m, 4m").all()
+
+
+def test_size_trends_compare_the_smallest_and_largest_presets_by_their_intervals():
+    """Known answers on a synthetic table: a statistic whose intervals separate rises or falls; overlapping
+    ones stay; one preset is named as such; a preset read on one setting is not compared; controls and
+    missing values are not read."""
+    from geomcap import results
+
+    def row(claim, statistic, size, value, low, high, settings=4, arm="real"):
+        return {"claim": claim, "statistic": statistic, "size": size,
+                "parameters": {"405k": 4e5, "4m": 4e6, "14m": 1.4e7}[size],
+                "arm": arm, "value": value, "low": low, "high": high, "runs": settings, "settings": settings}
+    table = pd.DataFrame([
+        row("C1", "ordered", "14m", 0.4, 0.2, 0.6), row("C1", "ordered", "405k", 0.99, 0.9, 1.0),
+        row("C2", "MUL floor", "405k", 2.9, 2.8, 3.1), row("C2", "MUL floor", "14m", 4.0, 3.6, 4.3),
+        row("C2", "MOD floor", "405k", 1.7, 1.4, 1.8), row("C2", "MOD floor", "14m", 1.8, 1.75, 1.85),
+        row("C2", "MOD floor", "14m", 9.0, 9.0, 9.0, arm="control"),
+        row("C5", "recall", "405k", 0.0, 0.0, 0.0), row("C5", "recall", "14m", np.nan, np.nan, np.nan),
+        row("C8", "trajectory rho", "4m", 0.7, 0.5, 0.8), row("C8", "trajectory rho", "14m", 0.1, 0.1, 0.1, settings=1),
+    ])
+    trends = results.size_trends(table).set_index(["claim", "statistic"])["change"]
+    assert trends.to_dict() == {("C1", "ordered"): "falls", ("C2", "MOD floor"): "within the intervals",
+                                ("C2", "MUL floor"): "rises", ("C5", "recall"): "one preset",
+                                ("C8", "trajectory rho"): "not compared"}
+    text = results.size_trends_text(results.size_trends(table))
+    assert text.startswith("C1 (ordered) falls: 0.99 [0.90, 1.00] at 405k, 0.40 [0.20, 0.60] at 14m;")
+    assert "C5 (recall) only at 405k: 0.00 [0.00, 0.00]" in text and "9.00" not in text
+    assert results.size_trends_text(results.size_trends(table.iloc[:0])) == "No statistic has a value yet."

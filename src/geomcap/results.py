@@ -76,8 +76,8 @@ from geomcap.claims.c8 import (
     own_task_rank, proxy_pairs, proxy_preset, size_ratio, timing_concordance, trajectory_correlation)
 from geomcap.claims.scale import (
     C6_TREND_COLUMNS, CONTRAST_COLUMNS, FLOOR_COLUMNS, GAP_COLUMNS, PAPER_LARGEST, RECOVERY_COLUMNS, SCALE_COLUMNS,
-    SCALE_GAPS, SCALE_STATISTICS, against_controls, block_parameters, c1_recovery_thresholds, c2_floors_by_level,
-    c6_regime_trend, claims_by_size, missing_points, size_ratios)
+    SCALE_GAPS, SCALE_STATISTICS, TREND_COLUMNS, against_controls, block_parameters, c1_recovery_thresholds,
+    c2_floors_by_level, c6_regime_trend, claims_by_size, missing_points, size_ratios, size_trends, size_trends_text)
 from geomcap.claims.table import (
     EFFECT_COLUMNS, RULES, SCALE_STORES, analyse_claims, claim_effects, claim_rows, claims_from_analysis,
     claims_from_store, findings_markdown, proxy_analysis, proxy_arms, proxy_claim, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
@@ -114,7 +114,7 @@ __all__ = [
     "FIGURE_SIGNALS", "FORECAST_HORIZONS", "SENSITIVITY_SCALES", "VERDICT_HORIZON", "random_recall_curve",
     "rescaled", "band_sensitivity", "SCALE_COLUMNS", "SCALE_STATISTICS", "claims_by_size", "size_ratios",
     "C6_TREND_COLUMNS", "PAPER_LARGEST", "block_parameters", "c6_regime_trend", "CONTRAST_COLUMNS",
-    "against_controls", "FLOOR_COLUMNS", "c2_floors_by_level", "RECOVERY_COLUMNS", "c1_recovery_thresholds",
+    "against_controls", "TREND_COLUMNS", "size_trends", "size_trends_text", "FLOOR_COLUMNS", "c2_floors_by_level", "RECOVERY_COLUMNS", "c1_recovery_thresholds",
     "SCALE_GAPS", "GAP_COLUMNS", "missing_points",
 ]
 

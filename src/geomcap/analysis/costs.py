@@ -15,11 +15,6 @@ from geomcap.analysis.series import chance_corrected, tidy_series
 from geomcap.analysis.runs import is_missing
 
 
-#: what :func:`~geomcap.results.cpu_hours_table` counts as a run's CPU time: :func:`run_index`'s ``wall_s``
-#: (status.json's training, evaluation with the geometry inside it, and costly-measure seconds)
-CPU_SECONDS = "wall_s"
-
-
 def cpu_hours_table(index: pd.DataFrame, rows: str = "size", columns: str = "part", row_order=None,
                     column_order=None) -> pd.DataFrame:
     """What a grid cost: runs and CPU-hours (``wall_s`` / 3600) of a :func:`run_index` (with a ``columns``
@@ -28,13 +23,13 @@ def cpu_hours_table(index: pd.DataFrame, rows: str = "size", columns: str = "par
     values absent from the index are left out), with totals (the ``all`` columns and row). Cells with no
     run are 0 runs and 0.0 hours. Hours are the runs' own timers on whatever cores they shared: read them as
     what this grid took, not as a benchmark."""
-    for name in (rows, columns, CPU_SECONDS):
+    for name in (rows, columns, "wall_s"):  # wall_s: training, evaluation (the geometry inside it), costly
         if name not in index:
             raise KeyError(f"the run index has no {name!r} column (columns: {', '.join(map(str, index.columns))})")
     present = lambda values, order: [v for v in (order or []) if v in set(values)] + [  # noqa: E731
         v for v in dict.fromkeys(values) if v not in (order or [])]
     row_values, parts = present(index[rows], row_order), present(index[columns], column_order)
-    hours = index.assign(hours=pd.to_numeric(index[CPU_SECONDS], errors="coerce") / 3600)
+    hours = index.assign(hours=pd.to_numeric(index["wall_s"], errors="coerce") / 3600)
     grouped = hours.groupby([rows, columns], sort=False).agg(runs=("hours", "size"), hours=("hours", "sum"))
     wide = grouped.unstack(columns, fill_value=0).reindex(row_values)
     table = pd.DataFrame(index=pd.Index(row_values, name=rows))

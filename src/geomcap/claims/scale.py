@@ -261,6 +261,65 @@ def against_controls(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
 
 
+#: the columns of :func:`~geomcap.results.size_trends`
+TREND_COLUMNS = ("claim", "statistic", "smallest", "largest", "presets", "first", "first_low", "first_high",
+                 "last", "last_low", "last_high", "change")
+
+
+def _interval_read(row) -> bool:
+    return row["settings"] >= 2 and np.isfinite(row["low"]) and np.isfinite(row["high"])
+
+
+def size_trends(table: pd.DataFrame) -> pd.DataFrame:
+    """Each statistic of a :func:`~geomcap.results.claims_by_size` table (real runs), from its smallest preset
+    to its largest, in the order of :data:`~geomcap.claims.scale.SCALE_STATISTICS`: ``first`` and ``last``
+    with their 95% intervals over settings, ``presets`` (how many have a value), and ``change``: "rises" or
+    "falls" where the two intervals do not overlap, "within the intervals" where they do, "one preset" where
+    only one has a value, and "not compared" where either value rests on fewer than two settings (its
+    interval is one setting's spread, not the settings'). Columns :data:`~geomcap.claims.scale.TREND_COLUMNS`."""
+    real = table[(table["arm"] == "real") & np.isfinite(pd.to_numeric(table["value"], errors="coerce"))]
+    rows = []
+    for key in SCALE_STATISTICS:
+        at = real[(real["claim"] == key[0]) & (real["statistic"] == key[1])].sort_values("parameters")
+        if at.empty:
+            continue
+        first, last = at.iloc[0], at.iloc[-1]
+        if len(at) == 1:
+            change = "one preset"
+        elif not (_interval_read(first) and _interval_read(last)):
+            change = "not compared"
+        elif last["low"] > first["high"]:
+            change = "rises"
+        elif last["high"] < first["low"]:
+            change = "falls"
+        else:
+            change = "within the intervals"
+        rows.append({"claim": key[0], "statistic": key[1], "smallest": first["size"], "largest": last["size"],
+                     "presets": len(at), "first": first["value"], "first_low": first["low"],
+                     "first_high": first["high"], "last": last["value"], "last_low": last["low"],
+                     "last_high": last["high"], "change": change})
+    return pd.DataFrame(rows, columns=list(TREND_COLUMNS))
+
+
+def size_trends_text(trends: pd.DataFrame) -> str:
+    """One clause per row of :func:`~geomcap.results.size_trends`, e.g. "C1 (ordered) falls: 0.99 [0.94, 1.00]
+    at 405k, 0.42 [0.17, 0.67] at 14m"."""
+    def value(v, low, high):
+        return f"{v:.2f}" + (f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) and np.isfinite(high) else "")
+
+    clauses = []
+    for r in trends.itertuples():
+        name = f"{r.claim} ({r.statistic})"
+        if r.change == "one preset":
+            clauses.append(f"{name} only at {r.smallest}: {value(r.first, r.first_low, r.first_high)}")
+            continue
+        verb = {"rises": "rises", "falls": "falls", "within the intervals": "stays within its intervals",
+                "not compared": "is not compared (a preset rests on one setting)"}[r.change]
+        clauses.append(f"{name} {verb}: {value(r.first, r.first_low, r.first_high)} at {r.smallest}, "
+                       f"{value(r.last, r.last_low, r.last_high)} at {r.largest}")
+    return "; ".join(clauses) + "." if clauses else "No statistic has a value yet."
+
+
 def size_ratios(table: pd.DataFrame, reference: str = "405k") -> pd.Series:
     """Per preset of a :func:`~geomcap.results.claims_by_size` table, its parameters over the ``reference`` preset's: C8 is in
     its regime where this is at least :data:`~geomcap.claims.c8.MIN_SIZE_RATIO`."""
