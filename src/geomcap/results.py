@@ -114,7 +114,8 @@ __all__ = [
     "FIGURE_SIGNALS", "FORECAST_HORIZONS", "SENSITIVITY_SCALES", "VERDICT_HORIZON", "random_recall_curve",
     "rescaled", "band_sensitivity", "SCALE_COLUMNS", "SCALE_STATISTICS", "claims_by_size", "size_ratios",
     "C6_TREND_COLUMNS", "PAPER_LARGEST", "block_parameters", "c6_regime_trend", "CONTRAST_COLUMNS",
-    "against_controls", "TREND_COLUMNS", "size_trends", "size_trends_text", "FLOOR_COLUMNS", "c2_floors_by_level", "RECOVERY_COLUMNS", "c1_recovery_thresholds",
+    "against_controls", "TREND_COLUMNS", "size_trends", "size_trends_text", "FLOOR_COLUMNS", "c2_floors_by_level",
+    "RECOVERY_COLUMNS", "c1_recovery_thresholds",
     "SCALE_GAPS", "GAP_COLUMNS", "missing_points",
 ]
 

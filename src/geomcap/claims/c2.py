@@ -42,8 +42,8 @@ def mean_floor_by_size(runs: pd.DataFrame) -> pd.Series:
     """Mean collapse floor (final layer) per size, presets in their table's order (depth variants after)."""
     floors = runs.groupby("size", sort=False)["rankme_floor_value"].apply(lambda v: pd.to_numeric(v).mean())
     order = list(ALL_PRESETS)
-    return floors.iloc[sorted(range(len(floors)), key=lambda i: (order.index(floors.index[i])
-                                                                 if floors.index[i] in order else len(order)))]
+    return floors.sort_index(key=lambda sizes: sizes.map(lambda s: order.index(s) if s in order else len(order)),
+                             kind="stable")
 
 
 def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> dict:

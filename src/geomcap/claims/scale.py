@@ -235,6 +235,11 @@ CONTRAST_COLUMNS = ("claim", "statistic", "size", "real", "real_low", "real_high
                     "control_runs", "control_inside")
 
 
+def _interval_read(row) -> bool:
+    """Whether a row's 95% interval is over settings (at least two), not one setting's spread."""
+    return row["settings"] >= 2 and np.isfinite(row["low"]) and np.isfinite(row["high"])
+
+
 def against_controls(table: pd.DataFrame) -> pd.DataFrame:
     """Each statistic of a :func:`~geomcap.results.claims_by_size` table beside its negative controls, preset by
     preset where both arms exist: the real arm's ``real`` value and 95% interval over settings, its
@@ -253,7 +258,7 @@ def against_controls(table: pd.DataFrame) -> pd.DataFrame:
             continue
         r = real.loc[key]
         inside = None
-        if r["settings"] >= 2 and np.isfinite(c["value"]) and np.isfinite(r["low"]) and np.isfinite(r["high"]):
+        if _interval_read(r) and np.isfinite(c["value"]):
             inside = bool(r["low"] <= c["value"] <= r["high"])
         rows.append({**dict(zip(keys, key)), "real": r["value"], "real_low": r["low"], "real_high": r["high"],
                      "settings": int(r["settings"]), "control": c["value"], "control_runs": int(c["runs"]),
@@ -264,10 +269,6 @@ def against_controls(table: pd.DataFrame) -> pd.DataFrame:
 #: the columns of :func:`~geomcap.results.size_trends`
 TREND_COLUMNS = ("claim", "statistic", "smallest", "largest", "presets", "first", "first_low", "first_high",
                  "last", "last_low", "last_high", "change")
-
-
-def _interval_read(row) -> bool:
-    return row["settings"] >= 2 and np.isfinite(row["low"]) and np.isfinite(row["high"])
 
 
 def size_trends(table: pd.DataFrame) -> pd.DataFrame:

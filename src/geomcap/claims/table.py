@@ -103,9 +103,10 @@ def analyse_claims(root="", small: str = "405k", large: str | None = None, contr
     centred = summary_table(runs, measure="rankme_centred")
     control = summary_table(arms["control"]) if len(arms["control"]) else None
     more = proxy["real"][~proxy["real"]["run"].isin(runs["run"])]
-    all_sizes, all_centred = ((summary, centred) if not len(more) else
-                              (pd.concat([t, summary_table(more, measure=m)], ignore_index=True)
-                               for t, m in ((summary, "rankme"), (centred, "rankme_centred"))))
+    all_sizes, all_centred = summary, centred
+    if len(more):
+        all_sizes = pd.concat([summary, summary_table(more)], ignore_index=True)
+        all_centred = pd.concat([centred, summary_table(more, measure="rankme_centred")], ignore_index=True)
     more_controls = proxy["control"][~proxy["control"]["run"].isin(arms["control"]["run"])]
     all_controls = (control if not len(more_controls) else
                     pd.concat([control, summary_table(more_controls)], ignore_index=True))
@@ -122,7 +123,8 @@ def analyse_claims(root="", small: str = "405k", large: str | None = None, contr
 def claims_from_analysis(a: dict) -> list[dict]:
     """The claim rows on the algorithmic tasks (C1-C6, C8) of an :func:`analyse_claims`; :func:`claim_rows`
     adds C7."""
-    return [claim_c1(a["summary"], a["centred"], a["control"]), claim_c2(a["all_sizes"], a["all_centred"], a["all_controls"]),
+    return [claim_c1(a["summary"], a["centred"], a["control"]),
+            claim_c2(a["all_sizes"], a["all_centred"], a["all_controls"]),
             claim_c3(a["summary"], a["control"]), claim_c4(a["probes"], a["selectivity"], a["control_probes"]),
             claim_c5(a["summary"], a["control"]), claim_c6(a["all_sizes"]),
             proxy_claim(a["c8"])]
