@@ -34,6 +34,10 @@
 #   PYTHON           the interpreter that asks whether this CPU has native bf16 kernels (default: beside GEOMCAP);
 #                    stage p's bf16 runs are skipped, with a line, where it has none
 #   HARD_SETTINGS    stage 4's settings (default add:hard,mul:hard: the levels the 405k grid classes hard)
+#   UNTIL            a deadline (HH:MM or an ISO date and time, geomcap sweep --until): no run is started that
+#                    its plan projects to end later; the lane goes on to the runs that fit. For a session that
+#                    ends at a known time: a run cut off there loses its training if its store does not outlive
+#                    the machine (default none)
 #   DONE             run stores whose complete runs count as trained, comma-separated (default the committed
 #                    data/scale, data/scale-controls, data/scale-precision: a fresh worktree does not retrain
 #                    what has landed; "" for none)
@@ -72,6 +76,8 @@ PYTHON=${PYTHON:-$(dirname "$GEOMCAP")/python}
 bf16_native='import sys, torch; from geomcap.models import bf16_matmul_native; sys.exit(not bf16_matmul_native(torch.device("cpu")))'
 DONE=${DONE-data/scale,data/scale-controls,data/scale-precision}
 case $LANE in a|b) ;; *) echo "LANE must be a or b, got $LANE" >&2; exit 2 ;; esac
+until=()
+[ -n "${UNTIL:-}" ] && until=(--until "$UNTIL")
 done_stores=()
 for store in ${DONE//,/ }; do
   [ -d "$store" ] && done_stores+=(--done "$store")
@@ -84,7 +90,7 @@ ordered() {  # a comma-separated list, reversed on lane b
 sweep() {  # sweep TASKS LEVELS SIZES SEEDS [geomcap sweep options]: one worker, a lane of its own
   local tasks=$1 levels=$2 sizes=$3 seeds=$4; shift 4
   "$GEOMCAP" sweep --tasks "$(ordered "$tasks")" --levels "$levels" --sizes "$(ordered "$sizes")" \
-    --seeds "$seeds" --steps "$STEPS" --workers 1 --threads "$THREADS" --quiet "${DRY_RUN[@]}" "${done_stores[@]}" "$@" || status=1
+    --seeds "$seeds" --steps "$STEPS" --workers 1 --threads "$THREADS" --quiet "${DRY_RUN[@]}" "${until[@]}" "${done_stores[@]}" "$@" || status=1
 }
 for stage in "${@:-p 1 2 3 4 5}"; do
   for s in $stage; do

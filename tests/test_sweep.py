@@ -498,3 +498,56 @@ def test_a_plan_expects_a_run_to_stop_where_like_runs_stopped_and_never_past_sto
     unknown = planned(tasks=["copy"], sizes=["1.3m"], seeds=[0])  # copy's one run was cut by stop_at
     assert (unknown.steps, unknown.like) == (400, None)
     assert sweep.budget_steps(grid(tasks=["copy"], levels=["easy"], steps=400, stop_at=90, **TINY)[0]) == 90
+
+
+def test_until_defers_the_runs_projected_to_end_after_it_and_trains_the_others(tmp_path, capsys):
+    """A lane stopped mid-run at a session's end lost its run (its store did not outlive the machine). With a
+    deadline, a run starts only where its projection ends before it; the others are deferred, named, and left
+    unwritten, and the sweep goes on to the runs that fit (here the short one after a long one)."""
+    from geomcap import sweep
+
+    long_run, no_projection, short_run = grid(tasks=["copy", "parity", "reverse"], levels=["easy"], steps=2, **TINY)
+    the_plan = sweep.Plan([sweep.PlannedRun(long_run, Path("x"), "train", 2, seconds=7200.0),
+                           sweep.PlannedRun(no_projection, Path("y"), "train", 2, seconds=None),
+                           sweep.PlannedRun(short_run, Path("z"), "train", 2, seconds=1.0)], {}, workers=1)
+    results = run_sweep([long_run, no_projection, short_run], root=tmp_path, workers=1, progress=True, bars=False,
+                        plan=the_plan, until=time.time() + 600)
+    assert [(r.ok, r.deferred) for r in results] == [(False, True), (False, True), (True, False)]
+    assert store.is_complete(results[2].run_dir)
+    assert not results[0].run_dir.exists() and not results[1].run_dir.exists()
+    assert "projected to end at" in results[0].error and "no projection" in results[1].error
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in out if not line.startswith("sweep:")] == [
+        ["DEFERRED", "copy/easy"], ["DEFERRED", "parity/easy"], ["start", "reverse/easy"], ["done", "reverse/easy"]]
+
+    later = run_sweep([long_run], root=tmp_path, workers=1, progress=False, plan=the_plan,
+                      until=time.time() + 3 * 3600)  # a deadline the run fits: it trains
+    assert later[0].ok and store.is_complete(later[0].run_dir)
+
+
+def test_until_is_read_as_a_time_of_day_or_a_date_and_refused_when_past_or_unreadable(tmp_path):
+    import datetime as dt
+
+    from geomcap.parameters import deadline
+    from geomcap.schema import SettingError
+
+    now = dt.datetime(2026, 12, 7, 18, 30).timestamp()
+    assert deadline("20:10", now=now) == dt.datetime(2026, 12, 7, 20, 10).timestamp()
+    assert deadline("06:00", now=now) == dt.datetime(2026, 12, 8, 6, 0).timestamp()  # its next occurrence
+    assert deadline("2026-12-07T19:00", now=now) == dt.datetime(2026, 12, 7, 19, 0).timestamp()
+    assert deadline(now + 5.0, now=now) == now + 5.0
+    for bad, reason in (("25:00", "not a time of day"), ("2026-12-07T18:00", "already past"),
+                        ("soon", "must be a time of day"), (True, "must be a time of day")):
+        with pytest.raises(SettingError, match=reason):
+            deadline(bad, now=now)
+    with pytest.raises(ValueError, match="until needs the sweep's own workers"):
+        run_sweep([], root=tmp_path, executor=ThreadPoolExecutor(1), until=time.time() + 60, progress=False)
+
+
+def test_sweep_until_refuses_a_bad_time_before_anything_trains(tmp_path, capsys):
+    from geomcap.cli import main
+
+    assert main(["sweep", "--tasks", "copy", "--levels", "easy", "--until", "25:61",
+                 "--root", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err == "geomcap: error: --until: '25:61' is not a time of day (HH:MM, 00:00 to 23:59)\n"
+    assert not (tmp_path / "runs").exists()

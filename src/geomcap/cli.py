@@ -269,7 +269,9 @@ NAMED_AXES = ("sizes", "seeds")
 
 
 def cmd_sweep(args) -> int:
-    """``geomcap sweep``: the grid's runs into the run store; exit 1 if one failed or was skipped."""
+    """``geomcap sweep``: the grid's runs into the run store; exit 1 if one failed, was skipped or deferred."""
+    import time
+
     from geomcap.config import parse_steps
     from dataclasses import replace
     from pathlib import Path
@@ -292,6 +294,9 @@ def cmd_sweep(args) -> int:
     the_plan = plan(configs, [*args.done, args.root if args.root is not None else store.default_root()],
                     workers=given["workers"], pack=given["pack"])
     print("\n".join(the_plan.lines()), flush=True)  # what it will train, what exists, and for how long
+    if given["until"] is not None:
+        print(f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(given['until']))}: a run projected to end "
+              "later is not started (deferred)", flush=True)
     if args.dry_run:
         return 0
     done_elsewhere = [r for r in the_plan.runs if r.state == "exists" and Path(r.run_dir).parent.resolve()
@@ -300,14 +305,16 @@ def cmd_sweep(args) -> int:
         configs = [r.config for r in the_plan.runs if r not in done_elsewhere]
     results = run_sweep(configs, root=args.root, **given, plan=the_plan, bars=False if args.quiet else None)
     results += [RunResult(r.config, r.run_dir, seconds=0.0) for r in done_elsewhere]
-    failed = [r for r in results if not r.ok and not r.locked]
-    skipped = [r for r in results if r.locked]  # each named in one line as the sweep ran
+    failed = [r for r in results if not r.ok and not r.locked and not r.deferred]
+    skipped = [r for r in results if r.locked]  # each named in one line as the sweep ran, as the deferred are
+    deferred = [r for r in results if r.deferred]
     print(f"{sum(r.ok for r in results)} runs complete, {len(failed)} failed"
-          + (f", {len(skipped)} skipped: being written by another process" if skipped else ""))
+          + (f", {len(skipped)} skipped: being written by another process" if skipped else "")
+          + (f", {len(deferred)} deferred: projected to end after --until" if deferred else ""))
     for r in failed:
         print(f"--- {r.config.task}/{r.config.level} {r.config.size} seed {r.config.seed} ({r.run_dir})\n{r.error}",
               file=sys.stderr)
-    return 1 if failed or skipped else 0
+    return 1 if failed or skipped or deferred else 0
 
 
 def cmd_runs(args) -> int:

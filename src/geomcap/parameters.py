@@ -81,6 +81,41 @@ def device_name(value) -> str:
     return value
 
 
+def deadline(value, now: float | None = None) -> float:
+    """A sweep's deadline as Unix seconds (the ``until`` row's check): Unix seconds as a number, a
+    ``datetime``, or text: ``HH:MM`` (its next occurrence in local time) or an ISO 8601 date and time
+    (``2026-12-07T20:10``, local time unless it names its offset, ``Z`` for UTC); SettingError for anything
+    else, or for a time already past (``now``: the present as Unix seconds, default the clock)."""
+    import datetime as dt
+    import math
+    import time
+
+    now = time.time() if now is None else now
+    if isinstance(value, dt.datetime):
+        when = value.timestamp()
+    elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        when = float(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*\d{1,2}:\d{2}\s*", value):
+        hours, minutes = map(int, value.split(":"))
+        if hours > 23 or minutes > 59:
+            raise SettingError("until", f"{value!r} is not a time of day (HH:MM, 00:00 to 23:59)")
+        today = dt.datetime.fromtimestamp(now)
+        at = today.replace(hour=hours, minute=minutes, second=0, microsecond=0)
+        return (at if at.timestamp() > now else at + dt.timedelta(days=1)).timestamp()
+    elif isinstance(value, str):
+        try:
+            when = dt.datetime.fromisoformat(value.strip()).timestamp()
+        except ValueError:
+            raise SettingError("until", f"must be a time of day (HH:MM) or an ISO date and time "
+                                        f"(2026-12-07T20:10), got {value!r}") from None
+    else:
+        raise SettingError("until", f"must be a time of day (HH:MM), an ISO date and time or Unix seconds, "
+                                    f"got {value!r}")
+    if not math.isfinite(when) or when <= now:
+        raise SettingError("until", f"{value!r} is already past: a sweep until then would start nothing")
+    return when
+
+
 def token_position(value):
     """A token position as ``geomcap checkpoints --position`` takes it (the ``position`` row's check): an index
     into each prompt's tokens (-1: the last) or ``"mean"`` (the mean over them); SettingError otherwise."""
@@ -195,6 +230,10 @@ SWEEP = {row.name: row for row in [
                             "computation per worker (metrics as if trained alone, up to rounding); on a 2-core CPU "
                             "packs are not faster (data/bench/packing-2core.json): packing is meant for a GPU",
               none="none, one run per worker"),
+    Param("until", str, None, convert=deadline, none="no deadline",
+          help="start no run the plan projects to end after this time (HH:MM, its next occurrence, or an ISO "
+               "date and time): the sweep goes on to the runs that fit, and names each one it defers (a run "
+               "without a projection is deferred too); for a session or a job that ends at a known time"),
 ]}
 
 

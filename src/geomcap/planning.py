@@ -433,6 +433,8 @@ class SweepBars:
         name = _run_name(result.config)
         if result.locked:
             self.write(f"SKIPPED {name}: {result.error}")
+        elif getattr(result, "deferred", False):
+            self.write(f"DEFERRED {name}: {result.error}")
         elif not result.ok:
             self.write(f"FAILED {name}: {result.error.splitlines()[-1]}")
         elif self.lines:

@@ -48,6 +48,7 @@ class RunResult:
     error: str | None = None       # the failing run's traceback (one line when locked), None on success
     seconds: float | None = None
     locked: bool = False           # skipped: another process is writing its directory
+    deferred: bool = False         # not started: projected to end after the sweep's ``until``
 
     @property
     def ok(self) -> bool:
@@ -132,7 +133,8 @@ def pack_groups(configs, pack: int) -> list[list[int]]:
 def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].default,
               workers: int | None = SWEEP["workers"].default, progress: bool = True, poll_s: float = 0.5,
               threads: int | None = SWEEP["threads"].default, pack: int | None = SWEEP["pack"].default,
-              plan: Plan | None = None, bars: bool | None = None) -> list[RunResult]:
+              plan: Plan | None = None, bars: bool | None = None,
+              until: float | str | None = SWEEP["until"].default) -> list[RunResult]:
     """Run every config (skipping complete ones) and return one RunResult per config, in order. A config
     given twice is one run (:func:`~geomcap.planning.distinct`), its RunResult given for both.
 
@@ -150,7 +152,14 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
     bars on a terminal, else one line per run as it starts and ends and a summary now and then; ``bars`` True
     or False chooses), with the ETA the projection of a ``plan`` (:func:`~geomcap.planning.plan`) gives.
 
-    ``workers``, ``threads``, ``pack`` and, with no executor, ``device`` are checked through the rows of
+    With ``until`` (a deadline: Unix seconds, or as ``geomcap sweep --until`` takes it, :func:`geomcap.parameters.deadline`),
+    a unit is started only if the plan's projection of its runs (:attr:`PlannedRun.seconds <geomcap.planning.PlannedRun>`;
+    a pack's, their sum) ends before it, read as a worker frees; one that would not, or has no projection, is
+    deferred (``RunResult.deferred``, named in one line) and the sweep goes on to the next: a sweep in a session or
+    a job that ends at a known time leaves no run half-trained where its state may be lost. Its own workers only:
+    an outside executor takes every run at once.
+
+    ``workers``, ``threads``, ``pack``, ``until`` and, with no executor, ``device`` are checked through the rows of
     ``geomcap sweep``'s options of the same names (``geomcap.parameters.SWEEP``, which also gives the defaults)
     before anything is read or trained: a ValueError of one line (an outside executor's workers may run where
     this machine has no CUDA: its device is theirs to check).
@@ -158,9 +167,17 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
     for name, value in (("workers", workers), ("threads", threads), ("pack", pack)) + (
             (("device", device),) if executor is None else ()):
         SWEEP[name].check(value)  # each through its row: "workers must be a positive integer, got 0"
+    until = SWEEP["until"].check(until)
+    if until is not None and executor is not None:
+        raise ValueError("until needs the sweep's own workers: an outside executor takes every run at once")
     root = Path(root if root is not None else store.default_root())
     asked = list(configs)
     configs = distinct(asked)
+    if until is not None and plan is None:
+        from geomcap.planning import plan as make_plan  # the keyword ``plan`` hides the function here
+
+        plan = make_plan(configs, [root], workers=workers, pack=pack)
+    projected = {store.config_hash(r.config.to_dict()): r.seconds for r in (plan.runs if plan is not None else ())}
     skipped = {store.config_hash(r.config.to_dict()): r.owner for r in (plan.runs if plan is not None else ())
                if r.state == "locked"}
     results: list[RunResult | None] = [None] * len(configs)
@@ -189,6 +206,12 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
         while queue or futures:
             while queue and (local is None or local.free()):  # an outside executor queues every unit at once
                 unit = queue.popleft()
+                late = _past_deadline([configs[i] for i in unit], projected, until, root)
+                if late:
+                    for i, result in zip(unit, late):
+                        results[i] = result
+                        bar.end(i, result)
+                    continue
                 call = ((_run_pack, [configs[i].to_dict() for i in unit]) if pack else
                         (_run_one, configs[unit[0]].to_dict()))
                 futures[unit] = (local or executor).submit(*call, str(root), device, threads)
@@ -312,6 +335,24 @@ def _unit_results(configs, future, root: Path) -> list[RunResult]:
     seconds, locked = value[1], value[2] if len(value) > 2 else {}
     return [_locked_result(cfg, run_dir, locked[k].owner) if k in locked else RunResult(cfg, run_dir, seconds=seconds)
             for k, (cfg, run_dir) in enumerate(zip(configs, run_dirs))]
+
+
+def _past_deadline(configs, projected: dict, until: float | None, root: Path) -> list[RunResult]:
+    """The deferred RunResults of a unit (a run, or a pack) that the projection (``projected``: config hash ->
+    seconds or None) does not end before ``until`` (Unix seconds) if it starts now; [] when it does, or when
+    there is no deadline."""
+    if until is None:
+        return []
+    seconds = [projected.get(store.config_hash(c.to_dict())) for c in configs]
+    at = time.strftime("%H:%M", time.localtime(until))
+    if any(s is None for s in seconds):
+        why = f"not started before --until {at}: no projection of its time on this machine"
+    elif time.time() + sum(seconds) <= until:
+        return []
+    else:
+        ends = time.strftime("%H:%M", time.localtime(time.time() + sum(seconds)))
+        why = f"not started: projected to end at {ends}, after --until {at}; rerun the sweep to train it"
+    return [RunResult(cfg, store.run_dir_for(cfg.to_dict(), root), error=why, deferred=True) for cfg in configs]
 
 
 def _locked_result(cfg: TrainConfig, run_dir: Path, owner: str | None) -> RunResult:
