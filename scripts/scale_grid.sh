@@ -37,7 +37,7 @@
 #   UNTIL            a deadline (HH:MM or an ISO date and time, geomcap sweep --until): no run is started that
 #                    its plan projects to end later; the lane goes on to the runs that fit. For a session that
 #                    ends at a known time: a run cut off there loses its training if its store does not outlive
-#                    the machine (default none)
+#                    the machine; the projection is a median stop at a measured cost, so leave a margin (default none)
 #   DONE             run stores whose complete runs count as trained, comma-separated (default the committed
 #                    data/scale, data/scale-controls, data/scale-precision: a fresh worktree does not retrain
 #                    what has landed; "" for none)
