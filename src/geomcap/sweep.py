@@ -152,7 +152,7 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
     bars on a terminal, else one line per run as it starts and ends and a summary now and then; ``bars`` True
     or False chooses), with the ETA the projection of a ``plan`` (:func:`~geomcap.planning.plan`) gives.
 
-    With ``until`` (a deadline: Unix seconds, or as ``geomcap sweep --until`` takes it, :func:`geomcap.parameters.deadline`),
+    With ``until`` (a deadline: Unix seconds, or as ``geomcap sweep --until`` takes it: ``geomcap.parameters.deadline``),
     a unit is started only if the plan's projection of its runs (:attr:`PlannedRun.seconds <geomcap.planning.PlannedRun>`;
     a pack's, their sum) ends before it, read as a worker frees; one that would not, or has no projection, is
     deferred (``RunResult.deferred``, named in one line) and the sweep goes on to the next: a sweep in a session or
