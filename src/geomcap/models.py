@@ -65,6 +65,9 @@ ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
 
 
 class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention: ``cfg.n_head`` heads of width d_model / n_head, then an output
+    projection."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_head = cfg.n_head
@@ -72,6 +75,7 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
 
     def forward(self, x):
+        """x: (B, T, d_model) -> (B, T, d_model); position t attends to positions <= t."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
@@ -80,6 +84,9 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
+    """The block's feed-forward layer: d_model -> ``cfg.mlp_ratio`` x d_model -> d_model, with the preset's
+    activation (:data:`ACTIVATIONS`) between."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
@@ -87,10 +94,14 @@ class MLP(nn.Module):
         self.activation = ACTIVATIONS[cfg.activation]
 
     def forward(self, x):
+        """x: (B, T, d_model) -> (B, T, d_model)."""
         return self.proj(self.activation(self.fc(x)))
 
 
 class Block(nn.Module):
+    """One pre-LayerNorm transformer block: attention, then the MLP, each reading a LayerNorm of the residual
+    stream (none where not ``cfg.layer_norm``) and adding its output to it."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model) if cfg.layer_norm else nn.Identity()
@@ -99,6 +110,7 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
 
     def forward(self, x):
+        """x: the residual stream (B, T, d_model) -> the next one, (B, T, d_model)."""
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 
