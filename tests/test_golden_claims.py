@@ -56,3 +56,25 @@ def test_the_readme_says_what_the_published_table_says(published):
     block = FINDINGS.search(README.read_text())
     assert block, "README.md has no <!-- findings:start --> ... <!-- findings:end --> block"
     assert block.group(2) == results.findings_markdown(published["runs"])
+
+
+def test_the_committed_alarm_precision_is_what_its_script_computes_from_the_committed_runs(tmp_path):
+    """data/forecast/alarm-precision.json (what the monitor quotes beside a live alarm) is computed from the runs
+    classed hard in data/runs and data/scale; a hard run landing in data/scale changes it, and nothing failed
+    when it went stale. ``GEOMCAP_UPDATE_GOLDEN=1`` rewrites it, as it rewrites the claims table."""
+    import importlib.util
+    import shutil
+
+    from geomcap.analysis.forecast import ALARM_PRECISION_FILE
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "alarm_precision.py"
+    spec = importlib.util.spec_from_file_location("alarm_precision_script", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fresh = tmp_path / "alarm-precision.json"
+    assert module.main(["--out", str(fresh)]) == 0
+    committed = store.committed_data(*ALARM_PRECISION_FILE[:-1]) / ALARM_PRECISION_FILE[-1]
+    if os.environ.get("GEOMCAP_UPDATE_GOLDEN"):
+        shutil.copyfile(fresh, committed)
+    assert json.loads(fresh.read_text()) == json.loads(committed.read_text()), (
+        "data/forecast/alarm-precision.json is stale: rerun scripts/alarm_precision.py and commit it")
