@@ -34,10 +34,11 @@
 #   PYTHON           the interpreter that asks whether this CPU has native bf16 kernels (default: beside GEOMCAP);
 #                    stage p's bf16 runs are skipped, with a line, where it has none
 #   HARD_SETTINGS    stage 4's settings (default add:hard,mul:hard: the levels the 405k grid classes hard)
-#   UNTIL            a deadline (HH:MM or an ISO date and time, geomcap sweep --until): no run is started that
-#                    its plan projects to end later; the lane goes on to the runs that fit. For a session that
-#                    ends at a known time: a run cut off there loses its training if its store does not outlive
-#                    the machine; the projection is a median stop at a measured cost, so leave a margin (default none)
+#   UNTIL            a deadline (HH:MM, +2h40m from the script's start, or an ISO date and time: geomcap sweep
+#                    --until): no run is started that its plan projects to end later; the lane goes on to the
+#                    runs that fit. For a session that ends at a known time: a run cut off there loses its
+#                    training if its store does not outlive the machine; the projection is a median stop at a
+#                    measured cost, so leave a margin (default none)
 #   DONE             run stores whose complete runs count as trained, comma-separated (default the committed
 #                    data/scale, data/scale-controls, data/scale-precision: a fresh worktree does not retrain
 #                    what has landed; "" for none)
@@ -77,7 +78,12 @@ bf16_native='import sys, torch; from geomcap.models import bf16_matmul_native; s
 DONE=${DONE-data/scale,data/scale-controls,data/scale-precision}
 case $LANE in a|b) ;; *) echo "LANE must be a or b, got $LANE" >&2; exit 2 ;; esac
 until=()
-[ -n "${UNTIL:-}" ] && until=(--until "$UNTIL")
+if [ -n "${UNTIL:-}" ]; then  # read once, here: a time from now (+2h40m) must not move with each sweep
+  UNTIL=$("$PYTHON" -c 'import sys, datetime; from geomcap.parameters import deadline
+try: print(datetime.datetime.fromtimestamp(deadline(sys.argv[1])).isoformat(timespec="seconds"))
+except ValueError as exc: sys.exit(f"UNTIL: {exc}")' "$UNTIL") || exit 2
+  until=(--until "$UNTIL")
+fi
 done_stores=()
 for store in ${DONE//,/ }; do
   [ -d "$store" ] && done_stores+=(--done "$store")

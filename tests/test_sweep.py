@@ -536,7 +536,9 @@ def test_until_is_read_as_a_time_of_day_or_a_date_and_refused_when_past_or_unrea
     assert deadline("06:00", now=now) == dt.datetime(2026, 12, 8, 6, 0).timestamp()  # its next occurrence
     assert deadline("2026-12-07T19:00", now=now) == dt.datetime(2026, 12, 7, 19, 0).timestamp()
     assert deadline(now + 5.0, now=now) == now + 5.0
-    for bad, reason in (("25:00", "not a time of day"), ("2026-12-07T18:00", "already past"),
+    assert deadline("+2h40m", now=now) == now + 9600 and deadline("+90m", now=now) == deadline("+1h30m", now=now)
+    for bad, reason in (("25:00", "not a time of day"), ("2026-12-07T18:00", "already past"), ("+0m", "already past"),
+                        ("+", "must be a time of day"), ("+2x", "must be a time of day"),
                         ("soon", "must be a time of day"), (True, "must be a time of day")):
         with pytest.raises(SettingError, match=reason):
             deadline(bad, now=now)

@@ -83,9 +83,10 @@ def device_name(value) -> str:
 
 def deadline(value, now: float | None = None) -> float:
     """A sweep's deadline as Unix seconds (the ``until`` row's check): Unix seconds as a number, a
-    ``datetime``, or text: ``HH:MM`` (its next occurrence in local time) or an ISO 8601 date and time
-    (``2026-12-07T20:10``, local time unless it names its offset, ``Z`` for UTC); SettingError for anything
-    else, or for a time already past (``now``: the present as Unix seconds, default the clock)."""
+    ``datetime``, or text: ``HH:MM`` (its next occurrence in local time), a time from now (``+2h40m``,
+    ``+90m``, ``+3h``) or an ISO 8601 date and time (``2026-12-07T20:10``, local time unless it names its
+    offset, ``Z`` for UTC); SettingError for anything else, or for a time already past (``now``: the present
+    as Unix seconds, default the clock)."""
     import datetime as dt
     import math
     import time
@@ -102,12 +103,15 @@ def deadline(value, now: float | None = None) -> float:
         today = dt.datetime.fromtimestamp(now)
         at = today.replace(hour=hours, minute=minutes, second=0, microsecond=0)
         return (at if at.timestamp() > now else at + dt.timedelta(days=1)).timestamp()
+    elif isinstance(value, str) and re.fullmatch(r"\s*\+(\d+h)?(\d+m)?\s*", value) and value.strip() != "+":
+        hours, minutes = re.fullmatch(r"\s*\+(?:(\d+)h)?(?:(\d+)m)?\s*", value).groups()
+        when = now + 3600 * int(hours or 0) + 60 * int(minutes or 0)
     elif isinstance(value, str):
         try:
             when = dt.datetime.fromisoformat(value.strip()).timestamp()
         except ValueError:
-            raise SettingError("until", f"must be a time of day (HH:MM) or an ISO date and time "
-                                        f"(2026-12-07T20:10), got {value!r}") from None
+            raise SettingError("until", f"must be a time of day (HH:MM), a time from now (+2h40m) or an ISO "
+                                        f"date and time (2026-12-07T20:10), got {value!r}") from None
     else:
         raise SettingError("until", f"must be a time of day (HH:MM), an ISO date and time or Unix seconds, "
                                     f"got {value!r}")
@@ -231,8 +235,8 @@ SWEEP = {row.name: row for row in [
                             "packs are not faster (data/bench/packing-2core.json): packing is meant for a GPU",
               none="none, one run per worker"),
     Param("until", str, None, convert=deadline, none="no deadline",
-          help="start no run the plan projects to end after this time (HH:MM, its next occurrence, or an ISO "
-               "date and time): the sweep goes on to the runs that fit, and names each one it defers (a run "
+          help="start no run the plan projects to end after this time (HH:MM, its next occurrence; +2h40m from "
+               "now; or an ISO date and time): the sweep goes on to the runs that fit, and names each one it defers (a run "
                "without a projection is deferred too); for a session or a job that ends at a known time"),
 ]}
 
