@@ -513,6 +513,32 @@ def test_verdicts_read_the_controls_both_ways():
     assert results.matched(real, lookalike.assign(size="1.3m-deep")).empty
 
 
+def test_c2_left_one_control_out_names_the_run_its_verdict_rests_on():
+    """C2's verdict moved on one 14m control whose floor (2.22) lifted the controls' pooled floor into the band:
+    leaving each control out in turn names such a run, and names none where no single run decides."""
+    real = pd.DataFrame({"run": ["r1", "r2"], "task": "mod", "size": ["405k", "1.3m"], "seed": 0,
+                         "rankme_floor_value": [1.8, 1.9]})
+    controls = pd.DataFrame({"run": ["c1", "c2", "c3"], "task": "mod", "size": ["405k-deep", "405k-deep", "14m"],
+                             "seed": [0, 1, 0], "rankme_floor_value": [1.4, 1.4, 1.9]})
+    assert results.claim_c2(real, None, controls)["verdict"] == "reproduced, not specific to learning"  # 1.57
+    table = results.control_leave_one_out(real, controls)
+    assert list(table.columns) == list(results.LEAVE_ONE_OUT_COLUMNS)
+    assert table["pooled"].round(2).tolist() == [1.65, 1.65, 1.4]
+    assert table["verdict"].tolist() == ["reproduced, not specific to learning"] * 2 + ["reproduced"]
+    text = results.leave_one_out_text(table, "reproduced, not specific to learning")
+    assert "without the 14m control of seed 0 (floor 1.90) the verdict is reproduced" in text
+    assert text.endswith("the verdict rests on that run.")
+
+    steady = controls.assign(rankme_floor_value=2.0)  # no single control decides
+    held = results.leave_one_out_text(results.control_leave_one_out(real, steady),
+                                      "reproduced, not specific to learning")
+    assert held.endswith("the verdict holds without any one of them.") and "from 2.00 to 2.00" in held
+    other_task = controls.assign(task="add")
+    assert results.control_leave_one_out(real, other_task).empty
+    assert results.leave_one_out_text(results.control_leave_one_out(real, other_task), "reproduced") == (
+        "There is no MOD control to leave out.")
+
+
 def test_claim_c7_from_a_pythia_table():
     table = pd.DataFrame({"level": ["hard", "easy", "easy"], "final_layer": True,
                           "acquisition_step": pd.array([4000, 100, 200], dtype="Int64"),

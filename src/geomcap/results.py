@@ -59,7 +59,7 @@ from geomcap.claims.verdicts import (
 from geomcap.claims.c1 import (
     claim_c1, collapse_recovers)
 from geomcap.claims.c2 import (
-    FLOOR_TOLERANCE, claim_c2, collapse_table)
+    FLOOR_TOLERANCE, LEAVE_ONE_OUT_COLUMNS, claim_c2, collapse_table, control_leave_one_out, leave_one_out_text)
 from geomcap.claims.c3 import (
     TOP_DOWN_SERIES, claim_c3, top_down_by_series, top_down_share, top_down_table)
 from geomcap.claims.c4 import (
@@ -101,7 +101,7 @@ __all__ = [
     "timing_concordance", "twin_table", "twin_spread",
     "twin_shift_correlation", "twins_text", "VERDICTS", "HOLDS", "PARTLY", "RATE_HIGH", "RATE_LOW", "FLOOR_TOLERANCE",
     "MIN_RUNS", "RHO_PARTLY", "CONTROL_MARGIN", "MIN_SIZE_RATIO", "SELECTIVITY_MARGIN", "RULES", "claim_row",
-    "matched", "collapse_recovers", "claim_c1", "claim_c2", "top_down_share", "claim_c3", "selectivity_table",
+    "matched", "collapse_recovers", "claim_c1", "claim_c2", "control_leave_one_out", "leave_one_out_text", "LEAVE_ONE_OUT_COLUMNS", "top_down_share", "claim_c3", "selectivity_table",
     "claim_c4", "claim_c5", "acquired_during_collapse", "COLLAPSE_READINGS",
     "collapse_readings", "MARGIN_COLUMNS", "regime_margins", "regime_margins_text", "claim_c6", "claim_c7", "claim_c8", "paper_vs_ours",
     "glue_values", "verdict_table", "findings_markdown", "size_ratio", "CONTROLS", "load_arms",

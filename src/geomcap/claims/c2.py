@@ -75,3 +75,42 @@ def claim_c2(summary: pd.DataFrame, centred: pd.DataFrame | None = None, control
         if lo <= cf <= hi and verdict != "not reproduced":
             verdict = "reproduced, not specific to learning"
     return claim_row("C2", text, float(floors.mean()), verdict, rule, control_text)
+
+
+#: the columns of :func:`~geomcap.results.control_leave_one_out`
+LEAVE_ONE_OUT_COLUMNS = ("run", "size", "seed", "floor", "pooled", "verdict")
+
+
+def control_leave_one_out(summary: pd.DataFrame, control: pd.DataFrame, centred: pd.DataFrame | None = None
+                          ) -> pd.DataFrame:
+    """Does C2's verdict rest on one control run? :func:`claim_c2` read again with each MOD negative control
+    left out in turn: one row per MOD control (``run``, ``size``, ``seed``, its ``floor``), with ``pooled``,
+    the other controls' mean MOD floor, and ``verdict``, C2's verdict without it. Empty (those columns)
+    without a MOD control."""
+    rows = []
+    is_mod = control["task"] == "mod" if len(control) else pd.Series(dtype=bool)
+    for index in control.index[is_mod]:
+        rest = control.drop(index=index)
+        floors = pd.to_numeric(rest.loc[rest["task"] == "mod", "rankme_floor_value"], errors="coerce")
+        rows.append({"run": control.at[index, "run"], "size": control.at[index, "size"],
+                     "seed": control.at[index, "seed"],
+                     "floor": float(pd.to_numeric(control.at[index, "rankme_floor_value"], errors="coerce")),
+                     "pooled": float(floors.mean()) if len(floors.dropna()) else float("nan"),
+                     "verdict": claim_c2(summary, centred, rest)["verdict"]})
+    return pd.DataFrame(rows, columns=list(LEAVE_ONE_OUT_COLUMNS))
+
+
+def leave_one_out_text(table: pd.DataFrame, verdict: str) -> str:
+    """:func:`control_leave_one_out`'s table in a sentence, against the verdict with every control (``verdict``):
+    the range of the pooled floor, and which single runs move the verdict when left out."""
+    if table.empty:
+        return "There is no MOD control to leave out."
+    lo, hi = FLOOR_BAND
+    text = (f"With each of the {len(table)} MOD controls left out in turn, the others' pooled floor goes from "
+            f"{table['pooled'].min():.2f} to {table['pooled'].max():.2f} (the band is [{lo:.2f}, {hi:.2f}])")
+    moved = table[table["verdict"] != verdict]
+    if moved.empty:
+        return text + ": the verdict holds without any one of them."
+    return (text + "; without " + ", ".join(f"the {r.size} control of seed {r.seed} (floor {r.floor:.2f}) the "
+                                             f"verdict is {r.verdict}" for r in moved.itertuples())
+            + f": the verdict rests on {'that run' if len(moved) == 1 else 'each of these runs'}.")
