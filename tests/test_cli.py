@@ -5,6 +5,9 @@ import sys
 import pytest
 
 GEOMCAP = [sys.executable, "-m", "geomcap.cli"]
+#: small evaluation sets for the runs these tests train: a checkpoint's probes and RankMe on the default sets
+#: made a 30-step run take 20 s; what is tested here is the command, not the measurements
+SMALL = ["--n-train", "500", "--n-test", "64", "--probe-size", "64", "--train-eval-size", "64", "--batch-size", "16"]
 
 
 def run(*args):
@@ -79,7 +82,7 @@ def test_off_a_terminal_train_logs_lines_not_a_bar(tmp_path):
     from geomcap.progress import ProgressLines
 
     out_dir = tmp_path / "run"
-    result = run("train", "--task", "parity", "--level", "easy", "--steps", "6", "--out", str(out_dir))
+    result = run("train", *SMALL, "--task", "parity", "--level", "easy", "--steps", "6", "--out", str(out_dir))
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{out_dir}\n" and "\r" not in result.stderr
     lines = result.stderr.splitlines()
@@ -95,7 +98,7 @@ def test_off_a_terminal_train_logs_lines_not_a_bar(tmp_path):
 
 def test_train_then_show(tmp_path):
     out_dir = tmp_path / "run"
-    result = run("train", "--task", "parity", "--level", "easy", "--steps", "30", "--quiet", "--out", str(out_dir))
+    result = run("train", *SMALL, "--task", "parity", "--level", "easy", "--steps", "30", "--quiet", "--out", str(out_dir))
     assert result.returncode == 0, result.stderr
     shown = run("show", str(out_dir))
     assert shown.returncode == 0, shown.stderr
@@ -245,7 +248,7 @@ def test_train_from_a_recorded_config_reruns_it_exactly(tmp_path):
     import json
 
     source = tmp_path / "source"
-    first = run("train", "--task", "parity", "--level", "easy", "--steps", "12", "--seed", "3", "--lr", "2e-3",
+    first = run("train", *SMALL, "--task", "parity", "--level", "easy", "--steps", "12", "--seed", "3", "--lr", "2e-3",
                 "--quiet", "--out", str(source))
     assert first.returncode == 0, first.stderr
     assert json.loads((source / "config.json").read_text())["provenance"]["threads"] == 1
@@ -268,7 +271,7 @@ def test_train_from_reruns_with_the_recorded_thread_count(tmp_path):
     import re
 
     source = tmp_path / "source"
-    first = run("train", "--task", "parity", "--level", "easy", "--steps", "2", "--seed", "3",
+    first = run("train", *SMALL, "--task", "parity", "--level", "easy", "--steps", "2", "--seed", "3",
                 "--threads", "2", "--quiet", "--out", str(source))
     assert first.returncode == 0, first.stderr
     again = run("train", "--from", str(source / "config.json"), "--quiet", "--out", str(tmp_path / "again"))
@@ -278,7 +281,7 @@ def test_train_from_reruns_with_the_recorded_thread_count(tmp_path):
     assert re.search(rf"metrics.csv (byte-identical to {report}|against {report}: [\d,]+ shared rows; )",
                      again.stdout), again.stdout
     # the default is one thread
-    default = run("train", "--task", "parity", "--level", "easy", "--steps", "2", "--quiet", "--out", str(tmp_path / "d"))
+    default = run("train", *SMALL, "--task", "parity", "--level", "easy", "--steps", "2", "--quiet", "--out", str(tmp_path / "d"))
     assert default.returncode == 0 and json.loads((tmp_path / "d" / "config.json").read_text())["provenance"]["threads"] == 1
 
 
@@ -531,7 +534,7 @@ def test_train_from_reports_where_a_rerun_departs(tmp_path):
     import pandas as pd
 
     source = tmp_path / "source"
-    first = run("train", "--task", "parity", "--level", "easy", "--steps", "8", "--quiet", "--out", str(source))
+    first = run("train", *SMALL, "--task", "parity", "--level", "easy", "--steps", "8", "--quiet", "--out", str(source))
     assert first.returncode == 0, first.stderr
     older = tmp_path / "older"  # as recorded elsewhere by an older geomcap: no param_norm, probe_control_accuracy,
     older.mkdir()               # and one rankme 1% off from step 5
@@ -558,7 +561,7 @@ def test_a_full_disk_during_train_is_one_line_and_a_rerun_resumes(tmp_path):
     from geomcap import store
 
     out_dir = tmp_path / "run"
-    args = ["train", "--task", "parity", "--level", "easy", "--steps", "6", "--quiet", "--out", str(out_dir)]
+    args = ["train", *SMALL, "--task", "parity", "--level", "easy", "--steps", "6", "--quiet", "--out", str(out_dir)]
     limited = subprocess.run(GEOMCAP + args, capture_output=True, text=True,  # config.json fits, state.pt does not
                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536)))
     assert limited.returncode == 1 and "Traceback" not in limited.stderr, limited.stderr[-3000:]
@@ -612,7 +615,7 @@ def test_an_unreadable_status_is_warned_about_once(tmp_path):
         (run_dir / store.STATUS_FILE).write_text("{bad")
 
     bad_status(tmp_path / "run")
-    trained = run("train", "--task", "parity", "--level", "easy", "--steps", "2", "--quiet", "--out",
+    trained = run("train", *SMALL, "--task", "parity", "--level", "easy", "--steps", "2", "--quiet", "--out",
                   str(tmp_path / "run"))
     assert trained.returncode == 0 and trained.stderr.count("geomcap: warning:") == 1, trained.stderr
     assert f"{tmp_path / 'run' / store.STATUS_FILE} is unreadable" in trained.stderr
