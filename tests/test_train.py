@@ -433,7 +433,7 @@ def test_a_windowed_run_resumes_and_reruns(tmp_path, monkeypatch):
     """A windowed run once failed to resume ("holds a different run (differs in: costly_window)"): its
     config.json held the window as a list, the config as a tuple."""
     cfg = small_config(steps=16, measures=("grad_rank",), costly_every=2, n_log_checkpoints=0,
-                       n_linear_checkpoints=8, dense_steps=0, costly_window=(10, 14))
+                       n_linear_checkpoints=8, dense_steps=0, costly_window=(10, 14), dynamics_size=32)
     reference = train(cfg, out=tmp_path / "reference", progress=False)
     _interrupted_run(tmp_path / "resumed", monkeypatch, cfg)
     resumed = train(cfg, out=tmp_path / "resumed", progress=False)
