@@ -119,8 +119,9 @@ class GPT(nn.Module):
     """The decoder-only transformer of every preset (:func:`build`): token and learned position embeddings,
     ``cfg.n_layer`` pre-LayerNorm blocks (causal self-attention, then an MLP, each added to the residual
     stream), a final LayerNorm (no LayerNorm anywhere where not ``cfg.layer_norm``) and a linear head onto the
-    ``vocab_size`` tokens (the token embedding where ``cfg.tied``). Initialised as GPT-2 (normal, std 0.02; the projections into the residual stream
-    scaled by 1/sqrt(2 n_layer)), or with ``cfg.init == "fan_in"`` at std 1/sqrt(fan in)."""
+    ``vocab_size`` tokens (the token embedding where ``cfg.tied``). Initialised as GPT-2 (normal, std 0.02;
+    the projections into the residual stream scaled by 1/sqrt(2 n_layer)), or with ``cfg.init == "fan_in"`` at
+    std 1/sqrt(fan in)."""
 
     def __init__(self, cfg: ModelConfig, vocab_size: int):
         super().__init__()

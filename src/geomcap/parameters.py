@@ -103,8 +103,9 @@ def deadline(value, now: float | None = None) -> float:
         today = dt.datetime.fromtimestamp(now)
         at = today.replace(hour=hours, minute=minutes, second=0, microsecond=0)
         return (at if at.timestamp() > now else at + dt.timedelta(days=1)).timestamp()
-    elif isinstance(value, str) and re.fullmatch(r"\s*\+(\d+h)?(\d+m)?\s*", value) and value.strip() != "+":
-        hours, minutes = re.fullmatch(r"\s*\+(?:(\d+)h)?(?:(\d+)m)?\s*", value).groups()
+    elif isinstance(value, str) and (ahead := re.fullmatch(r"\s*\+(?:(\d+)h)?(?:(\d+)m)?\s*", value)) and any(
+            ahead.groups()):
+        hours, minutes = ahead.groups()
         when = now + 3600 * int(hours or 0) + 60 * int(minutes or 0)
     elif isinstance(value, str):
         try:
@@ -236,8 +237,9 @@ SWEEP = {row.name: row for row in [
               none="none, one run per worker"),
     Param("until", str, None, convert=deadline, none="no deadline",
           help="start no run the plan projects to end after this time (HH:MM, its next occurrence; +2h40m from "
-               "now; or an ISO date and time): the sweep goes on to the runs that fit, and names each one it defers (a run "
-               "without a projection is deferred too); for a session or a job that ends at a known time"),
+               "now; or an ISO date and time): the sweep goes on to the runs that fit, and names each one it "
+               "defers (a run without a projection is deferred too); for a session or a job that ends at a known "
+               "time"),
 ]}
 
 

@@ -344,14 +344,13 @@ def _past_deadline(configs, projected: dict, until: float | None, root: Path) ->
     if until is None:
         return []
     seconds = [projected.get(store.config_hash(c.to_dict())) for c in configs]
-    at = time.strftime("%H:%M", time.localtime(until))
-    if any(s is None for s in seconds):
-        why = f"not started before --until {at}: no projection of its time on this machine"
-    elif time.time() + sum(seconds) <= until:
+    ends = None if None in seconds else time.time() + sum(seconds)
+    if ends is not None and ends <= until:
         return []
-    else:
-        ends = time.strftime("%H:%M", time.localtime(time.time() + sum(seconds)))
-        why = f"not started: projected to end at {ends}, after --until {at}; rerun the sweep to train it"
+    at = time.strftime("%H:%M", time.localtime(until))
+    why = (f"not started before --until {at}: no projection of its time on this machine" if ends is None else
+           f"not started: projected to end at {time.strftime('%H:%M', time.localtime(ends))}, after --until {at}; "
+           "rerun the sweep to train it")
     return [RunResult(cfg, store.run_dir_for(cfg.to_dict(), root), error=why, deferred=True) for cfg in configs]
 
 
