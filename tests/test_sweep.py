@@ -553,3 +553,107 @@ def test_sweep_until_refuses_a_bad_time_before_anything_trains(tmp_path, capsys)
                  "--root", str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err == "geomcap: error: --until: '25:61' is not a time of day (HH:MM, 00:00 to 23:59)\n"
     assert not (tmp_path / "runs").exists()
+
+
+def _timed_run(root, cfg, step_s, checkpoint_s, cpu="test CPU"):
+    """A complete run as a store holds it, trained on ``cpu`` at one thread, whose steps took ``step_s`` and
+    whose checkpoints (those of its schedule after step 0) took ``checkpoint_s`` seconds each."""
+    import json
+
+    from geomcap.config import checkpoint_steps
+
+    run = root / store.config_hash(cfg.to_dict())
+    run.mkdir(parents=True)
+    config = {**cfg.to_dict(), "provenance": {"cpu_model": cpu, "device": "cpu", "threads": 1}}
+    checkpoints = int((checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints,
+                                        cfg.dense_steps) > 0).sum())
+    (run / store.CONFIG_FILE).write_text(json.dumps(config))
+    (run / store.STATUS_FILE).write_text(json.dumps({
+        "complete": True, "stopped_at": cfg.steps, "train_s": step_s * cfg.steps, "eval_s": checkpoint_s * checkpoints,
+        "write_s": 0.0, "checkpoints": checkpoints}))
+
+
+def test_a_task_whose_checkpoints_cost_more_is_projected_at_its_own_cost_and_a_lone_run_sets_nothing(tmp_path):
+    """Three copy runs at 1 s per checkpoint and two parity runs at 4 s: the preset's median checkpoint is
+    1 s, parity's factor 4 and copy's 1, and a parity run is projected at 4 s per checkpoint. Steps cost
+    10 ms per token but for sort's one run (90 ms), which sets no factor: every step factor is 1. Where every
+    task costs the same, every factor is 1 and the projection is the preset's alone."""
+    from geomcap import planning, tasks
+
+    def runs(name, task, seeds, checkpoint_s, per_token_s=0.01):
+        for cfg in grid(tasks=[task], levels=["easy"], seeds=seeds, steps=200, **TINY):
+            _timed_run(tmp_path / name, cfg, per_token_s * tasks.sequence_length(task, "easy"), checkpoint_s)
+
+    runs("a", "copy", [0, 1, 2], 1.0)
+    runs("a", "parity", [0, 1], 4.0)
+    runs("a", "sort", [0], 1.0, per_token_s=0.09)
+    factors = planning.task_factors(planning.stored_runs([tmp_path / "a"]))
+    assert set(factors) == {("copy", "easy"), ("parity", "easy")}
+    assert factors["parity", "easy"].checkpoint == pytest.approx(4.0) and factors["copy", "easy"].checkpoint == 1.0
+    assert all(f.step == pytest.approx(1.0) for f in factors.values()) and factors["parity", "easy"].runs == 2
+
+    new = grid(tasks=["parity"], levels=["easy"], seeds=[5], steps=200, **TINY)[0]
+    the_plan = planning.plan([new], [tmp_path / "a"], workers=1, cpu="test CPU")
+    cost = the_plan.costs["405k", "fp32"]
+    assert cost.per_checkpoint_s == pytest.approx(1.0)
+    assert the_plan.runs[0].seconds == pytest.approx(planning.run_seconds(new, cost, factors["parity", "easy"], 200))
+    assert the_plan.runs[0].seconds > planning.run_seconds(new, cost, None, 200) * 2
+    assert any(line.startswith("  parity/easy: x1.00 per step, x4.00 per checkpoint") for line in the_plan.lines())
+
+    runs("b", "copy", [0, 1, 2], 1.0)
+    runs("b", "parity", [0, 1], 1.0)
+    alike = planning.task_factors(planning.stored_runs([tmp_path / "b"]))
+    assert all(f.step == pytest.approx(1.0) and f.checkpoint == pytest.approx(1.0) for f in alike.values())
+    level = planning.plan([new], [tmp_path / "b"], workers=1, cpu="test CPU")
+    assert level.runs[0].seconds == pytest.approx(planning.run_seconds(new, level.costs["405k", "fp32"], None, 200))
+    assert not any("per checkpoint of its preset's" in line for line in level.lines())
+
+
+def test_a_benchmark_line_is_rescaled_to_the_runs_times_only_where_enough_runs_have_one(tmp_path, monkeypatch):
+    """Runs that take twice the benchmark's line per step rescale it by 2 once MIN_CALIBRATION_RUNS of them
+    exist (not before, and not with calibrate=False); the intercept scales with the slope."""
+    import json
+
+    from geomcap import planning, tasks
+
+    bench_dir = tmp_path / "data" / "bench"
+    bench_dir.mkdir(parents=True)
+    line = {"intercept_s": 0.1, "per_token_s": 0.01}
+    (bench_dir / "scale.json").write_text(json.dumps({
+        "schema": 1, "machine": {"cpu_model": "test CPU", "device": "cpu", "torch_threads": 2},
+        "scale": {"presets": [{"preset": "405k", "eval_s": 2.0,
+                               "fits": [{"threads": 1, "precision": "fp32", **line}]}]}}))
+    monkeypatch.setenv("GEOMCAP_DATA", str(tmp_path / "data"))
+    configs = grid(tasks=["copy", "parity", "sort"], levels=["easy"], steps=100, **TINY)
+    for cfg in configs:
+        _timed_run(tmp_path / "runs", cfg, 2 * (0.1 + 0.01 * tasks.sequence_length(cfg.task, "easy")), 1.0)
+    stored = planning.stored_runs([tmp_path / "runs"])
+    assert planning.MIN_CALIBRATION_RUNS == 3
+    calibrated = planning.step_costs(stored, "test CPU")["405k", "fp32"]
+    assert calibrated.line == pytest.approx({"intercept_s": 0.2, "per_token_s": 0.02})
+    assert "x2.00 to the runs' steps" in calibrated.source
+    assert planning.step_costs(stored, "test CPU", calibrate=False)["405k", "fp32"].line == pytest.approx(line)
+    assert planning.step_costs(stored[:2], "test CPU")["405k", "fp32"].line == pytest.approx(line)
+
+
+def test_projection_errors_read_each_run_against_the_others_and_name_what_the_preset_alone_misses(tmp_path):
+    """Runs that cost exactly what the model says (10 ms per token per step; copy 1 s and parity 4 s per
+    checkpoint) are projected at their real time, each from the others; one cost per preset projects the
+    parity runs short. A run on a CPU no other run names has no projection."""
+    from geomcap import planning, tasks
+
+    for task, checkpoint_s in (("copy", 1.0), ("parity", 4.0)):
+        for cfg in grid(tasks=[task], levels=["easy"], seeds=[0, 1, 2], steps=200, **TINY):
+            _timed_run(tmp_path / "s", cfg, 0.01 * tasks.sequence_length(task, "easy"), checkpoint_s)
+    _timed_run(tmp_path / "s", grid(tasks=["copy"], levels=["easy"], seeds=[9], steps=200, **TINY)[0], 1.0, 1.0,
+               cpu="lone CPU")
+    errors = planning.projection_errors([tmp_path / "s"])
+    assert list(errors.columns) == list(planning.PROJECTION_COLUMNS) and len(errors) == 6
+    assert set(errors["cpu"]) == {"test CPU"}
+    assert (errors["real_s"] / errors["projected_s"]).to_numpy() == pytest.approx(1.0)
+    by_task = (errors["real_s"] / errors["projected_by_preset_s"]).groupby(errors["task"]).min()
+    assert by_task["parity"] > 1.5 and by_task["copy"] < 1.0
+    summary = planning.projection_summary(errors).set_index("projection")
+    assert summary.loc["with task factors", "median"] == pytest.approx(1.0)
+    assert summary.loc["with task factors", "share over 1.25x"] == 0
+    assert summary.loc["one cost per preset", "share over 1.25x"] == 0.5  # the three parity runs

@@ -42,15 +42,20 @@ class PlannedRun:
         return _run_name(self.config)
 
 
+#: a task's factor the plan's lines name (:class:`TaskFactor`): 20% or more off its preset's costs
+NOTED_FACTOR = 0.2
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a sweep will do (:func:`plan`): its runs, the costs the projection used ((preset, precision) ->
-    :class:`StepCost`), the workers."""
+    :class:`StepCost`; (task, level) -> :class:`TaskFactor`), the workers."""
     runs: list
     costs: dict
     workers: int
     pack: int | None = None
     root: Path | None = None
+    factors: dict = dataclasses.field(default_factory=dict)
 
     @property
     def to_train(self) -> list:
@@ -100,6 +105,11 @@ class Plan:
                                                    f"({'' if cost.extrapolated else 'measured: '}{cost.source})"
                                                    if cost else
                                                    "no measurement of this preset on this machine: not projected"))
+        for key in sorted({(r.config.task, r.config.level) for r in todo} & set(self.factors)):
+            factor = self.factors[key]
+            if max(abs(factor.step - 1), abs(factor.checkpoint - 1)) >= NOTED_FACTOR:
+                out.append(f"  {key[0]}/{key[1]}: x{factor.step:.2f} per step, x{factor.checkpoint:.2f} per "
+                           f"checkpoint of its preset's (measured: {factor.runs} runs)")
         if any(r.config.measures for r in todo):
             out.append("  the costly measures (--measures) are not in the projection")
         known = [r for r in todo if r.seconds is not None]
@@ -112,7 +122,7 @@ class Plan:
         return out
 
 
-def _stored_runs(roots) -> list[tuple[dict, dict]]:
+def stored_runs(roots) -> list[tuple[dict, dict]]:
     """(config.json, status.json) of every complete run under ``roots`` (unreadable ones left out)."""
     found = []
     for root in roots:
@@ -184,42 +194,199 @@ def _bench_costs(cpu: str) -> dict:
     return costs
 
 
-def step_costs(stored, cpu: str | None = None) -> dict:
-    """(preset, precision) -> :class:`StepCost` on this machine: the complete runs in ``stored``
-    (``_stored_runs``) that config.json says were trained on a CPU of this model (``cpu``, default
-    :func:`geomcap.store.cpu_model`), one torch thread, without costly measures, give the seconds per
-    checkpoint (their median), and the step where the benchmarks have no line for it (their median seconds
-    per step and token, times the run's length); else the benchmarks in data/bench made on it
-    (``_bench_costs``)."""
-    import statistics
+@dataclass(frozen=True)
+class TimedRun:
+    """What one complete run cost, as its status.json records it (:func:`timed_runs`): ``step_s`` training
+    seconds per step over its ``steps`` (to where it stopped), ``checkpoint_s`` seconds per checkpoint
+    (evaluation and writing) over its ``checkpoints``, on ``cpu`` at one torch thread; ``length`` its
+    sequences' tokens (prompt + answer - 1)."""
+    cpu: str
+    size: str
+    precision: str
+    task: str
+    level: str
+    length: int
+    step_s: float
+    checkpoint_s: float
+    steps: int
+    checkpoints: int
+    config: dict
 
+    @property
+    def key(self) -> tuple:
+        """(preset, precision): what :func:`step_costs` prices."""
+        return self.size, self.precision
+
+
+def timed_runs(stored) -> list[TimedRun]:
+    """The runs of ``stored`` (:func:`stored_runs`: (config.json, status.json) pairs) whose times can be
+    read as a preset's cost: trained on a named CPU, one torch thread, without costly measures, with
+    checkpoints."""
     from geomcap.tasks import sequence_length
 
-    cpu = cpu or store.cpu_model()
-    per: dict = {}
+    out = []
     for config, status in stored:
         prov = config.get("provenance") or {}
-        if (prov.get("cpu_model") != cpu or prov.get("device") != "cpu" or prov.get("threads") != 1
+        if (not prov.get("cpu_model") or prov.get("device") != "cpu" or prov.get("threads") != 1
                 or config.get("measures") or not status.get("checkpoints")):
             continue
         steps = status.get("stopped_at") or config.get("steps")
-        measuring = status.get("eval_s", 0) + status.get("write_s", 0)
-        length = sequence_length(config["task"], config["level"], config.get("task_params"))
-        per.setdefault((config["size"], config.get("precision", "fp32")), []).append(
-            (status["train_s"] / max(steps, 1) / length, measuring / status["checkpoints"]))
+        out.append(TimedRun(prov["cpu_model"], config["size"], config.get("precision", "fp32"), config["task"],
+                            config["level"], sequence_length(config["task"], config["level"], config.get("task_params")),
+                            status["train_s"] / max(steps, 1),
+                            (status.get("eval_s", 0) + status.get("write_s", 0)) / status["checkpoints"], steps,
+                            status["checkpoints"], config))
+    return out
+
+
+#: the runs of a preset on a CPU that rescale its benchmark line to what runs there take (:func:`step_costs`)
+MIN_CALIBRATION_RUNS = 3
+
+
+def step_costs(stored, cpu: str | None = None, calibrate: bool = True) -> dict:
+    """(preset, precision) -> :class:`StepCost` on this machine. The complete runs in ``stored``
+    (:func:`stored_runs`) trained on a CPU of this model (``cpu``, default :func:`geomcap.store.cpu_model`;
+    :func:`timed_runs`) give the seconds per checkpoint (their median) and the seconds per step: the
+    benchmarks' line in the sequence length (``_bench_costs``) rescaled by the median ratio of the runs' step
+    times to it, where at least ``MIN_CALIBRATION_RUNS`` runs have one (a benchmark times a quiet machine; a
+    sweep's lanes share it); else their median seconds per step and token, times the run's length. A preset
+    no run here has: the benchmarks made on this CPU alone. ``calibrate`` False: the benchmark line as
+    measured."""
+    import statistics
+
+    cpu = cpu or store.cpu_model()
+    per: dict = {}
+    for run in timed_runs(stored):
+        if run.cpu == cpu:
+            per.setdefault(run.key, []).append(run)
     costs = _bench_costs(cpu)
-    for key, pairs in per.items():
-        source = f"{len(pairs)} run{'s' if len(pairs) != 1 else ''} on {cpu}"
-        per_checkpoint = statistics.median(p[1] for p in pairs)
+    for key, runs in per.items():
+        source = f"{len(runs)} run{'s' if len(runs) != 1 else ''} on {cpu}"
+        per_checkpoint = statistics.median(r.checkpoint_s for r in runs)
         bench = costs.get(key)
         if bench is not None and bench.line is not None:
-            costs[key] = StepCost(bench.per_step_s, per_checkpoint, f"steps: {bench.source}; checkpoints: {source}",
-                                  bench.line)
+            scale, how = 1.0, ""
+            if calibrate and len(runs) >= MIN_CALIBRATION_RUNS:
+                scale = statistics.median(r.step_s / bench.step_seconds(r.length) for r in runs)
+                how = f", x{scale:.2f} to the runs' steps"
+            costs[key] = StepCost(bench.per_step_s * scale, per_checkpoint,
+                                  f"steps: {bench.source}{how}; checkpoints: {source}",
+                                  {k: v * scale for k, v in bench.line.items()})
         else:
-            per_token = statistics.median(p[0] for p in pairs)
+            per_token = statistics.median(r.step_s / r.length for r in runs)
             costs[key] = StepCost(per_token, per_checkpoint, source, {"intercept_s": 0.0, "per_token_s": per_token})
     return costs
 
+
+@dataclass(frozen=True)
+class TaskFactor:
+    """How much more (or less) a task and level's runs cost than their preset's projection
+    (:func:`task_factors`): ``step`` times its seconds per step at their length, ``checkpoint`` times its
+    seconds per checkpoint; medians over ``runs`` runs."""
+    step: float
+    checkpoint: float
+    runs: int
+
+
+#: the runs of a task and level a :class:`TaskFactor` needs (one run's time may be another process's doing)
+MIN_FACTOR_RUNS = 2
+
+
+def task_factors(stored) -> dict:
+    """(task, level) -> :class:`TaskFactor` from the complete runs in ``stored`` (:func:`timed_runs`, on any
+    CPU and preset): each run's step and checkpoint times over its own CPU's :func:`step_costs` of its
+    preset, each divided by the median of those ratios over the runs of that CPU and preset (so a CPU or
+    preset that runs slow as a whole adds nothing), then the median per task and level, where at least
+    ``MIN_FACTOR_RUNS`` runs have one. A parity checkpoint reads 45-token sequences, a hard MOD checkpoint
+    fits probes over many classes: they cost several times their preset's median checkpoint, and the
+    per-token step line misses attention's growth on long sequences."""
+    import statistics
+
+    runs = timed_runs(stored)
+    costs = {cpu: step_costs(stored, cpu) for cpu in {r.cpu for r in runs}}
+    ratios: dict = {}
+    for run in runs:
+        cost = costs[run.cpu].get(run.key)
+        if cost is not None:
+            ratios.setdefault((run.cpu, run.key), []).append(
+                (run, run.step_s / cost.step_seconds(run.length), run.checkpoint_s / cost.per_checkpoint_s))
+    by_task: dict = {}
+    for group in ratios.values():
+        step_median = statistics.median(g[1] for g in group)
+        checkpoint_median = statistics.median(g[2] for g in group)
+        for run, step, checkpoint in group:
+            by_task.setdefault((run.task, run.level), []).append((step / step_median, checkpoint / checkpoint_median))
+    return {key: TaskFactor(statistics.median(v[0] for v in values), statistics.median(v[1] for v in values),
+                            len(values))
+            for key, values in by_task.items() if len(values) >= MIN_FACTOR_RUNS}
+
+
+def run_seconds(config: TrainConfig, cost: StepCost, factor: TaskFactor | None, steps: int, reached: int = 0) -> float:
+    """Projected seconds of training ``config`` from step ``reached`` to step ``steps`` at ``cost`` (its
+    preset's :class:`StepCost`), each part times its task and level's ``factor`` (:func:`task_factors`;
+    None: 1)."""
+    from geomcap.config import checkpoint_steps
+    from geomcap.tasks import sequence_length
+
+    schedule = checkpoint_steps(config.steps, config.n_log_checkpoints, config.n_linear_checkpoints,
+                                config.dense_steps)
+    left = int(((schedule > reached) & (schedule <= steps)).sum())
+    per_step = cost.step_seconds(sequence_length(config.task, config.level, config.task_params))
+    step_factor, checkpoint_factor = (1.0, 1.0) if factor is None else (factor.step, factor.checkpoint)
+    return float(max(steps - reached, 0) * per_step * step_factor + left * cost.per_checkpoint_s * checkpoint_factor)
+
+
+#: the columns of :func:`projection_errors`
+PROJECTION_COLUMNS = ("cpu", "size", "precision", "task", "level", "seed", "steps", "real_s", "projected_s",
+                      "projected_by_preset_s")
+
+
+def projection_errors(roots):
+    """How well a plan projects the complete runs in the run stores ``roots``: for each run :func:`timed_runs`
+    reads, its time projected from every other run (left out of its own projection) and the benchmarks, at
+    the steps it really trained (what the plan's stop estimate would add is left out): ``projected_s`` as
+    :func:`plan` projects it (calibrated :func:`step_costs`, :func:`task_factors`), ``projected_by_preset_s``
+    as it did before task factors (one cost per preset, the benchmark line as measured); ``real_s`` its
+    training, evaluation and writing seconds. A tidy DataFrame (``PROJECTION_COLUMNS``), a row per run with
+    a projection."""
+    import pandas as pd
+
+    stored, rows = stored_runs([Path(r) for r in roots]), []
+    for i, pair in enumerate(stored):
+        timed = timed_runs([pair])
+        if not timed:
+            continue
+        run, others = timed[0], stored[:i] + stored[i + 1:]
+        config = TrainConfig.from_dict(run.config)
+        cost = step_costs(others, run.cpu).get(run.key)
+        plain = step_costs(others, run.cpu, calibrate=False).get(run.key)
+        if cost is None or plain is None:
+            continue
+        rows.append((run.cpu, run.size, run.precision, run.task, run.level, config.seed, run.steps,
+                     run.step_s * run.steps + run.checkpoint_s * run.checkpoints,
+                     run_seconds(config, cost, task_factors(others).get((run.task, run.level)), run.steps),
+                     run_seconds(config, plain, None, run.steps)))
+    return pd.DataFrame(rows, columns=list(PROJECTION_COLUMNS))
+
+
+#: real over projected time beyond which :func:`projection_summary` counts a run as projected short
+SHORT_BY = 1.25
+
+
+def projection_summary(errors):
+    """:func:`projection_errors` in two rows, the projection with one cost per preset and with task factors:
+    runs, then the ratio real / projected time per run: its median, 10th and 90th percentiles and maximum,
+    and the share of runs projected short by more than ``SHORT_BY`` (a deadline's risk: a run started on
+    such a projection may end past it)."""
+    import pandas as pd
+
+    rows = []
+    for name, column in (("one cost per preset", "projected_by_preset_s"), ("with task factors", "projected_s")):
+        ratio = errors["real_s"] / errors[column]
+        rows.append({"projection": name, "runs": len(ratio), "median": ratio.median(),
+                     "10th pct": ratio.quantile(0.1), "90th pct": ratio.quantile(0.9), "max": ratio.max(),
+                     f"share over {SHORT_BY}x": (ratio > SHORT_BY).mean()})
+    return pd.DataFrame(rows)
 
 
 #: the sequence length at which :func:`extrapolated_costs` compares two presets' FLOPs per token (the attention
@@ -299,24 +466,22 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     complete in any store exists): per run, whether it exists, resumes or trains, or is skipped because
     another process is writing it (:func:`geomcap.store.lock_owner`), the steps it is expected to reach (the
     median stop of complete runs of the same settings in the stores and the committed data/runs; else of
-    its task and level at the nearest other preset (:func:`nearest_preset`), same schedule; else its budget, :func:`budget_steps`: the
-    protocol's early stop ends an acquired run 500 steps after acquisition, so a budget alone over-projects)
+    its task and level at the nearest other preset (:func:`nearest_preset`), same schedule; else its budget,
+    :func:`budget_steps`: the protocol's early stop ends an acquired run 500 steps after acquisition, so a budget alone over-projects)
     and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the runs'
     per-step and per-checkpoint seconds; for a preset this machine has not run, another preset's scaled by
-    their FLOPs, :func:`extrapolated_costs`; None where there is no measurement at all). Reads the stores;
-    trains nothing."""
+    their FLOPs, :func:`extrapolated_costs`; None where there is no measurement at all), each part times its
+    task and level's :func:`task_factors` (:func:`run_seconds`). Reads the stores; trains nothing."""
     import statistics
-
-    from geomcap.config import checkpoint_steps
-    from geomcap.tasks import sequence_length
 
     stores = [Path(s) for s in stores]
     if not stores:
         raise ValueError("stores is empty: give at least the run store to train into")
     roots = list(dict.fromkeys(stores + _committed_runs()))
-    stored = _stored_runs(roots)
+    stored = stored_runs(roots)
     costs = step_costs(stored, cpu)
     costs.update(extrapolated_costs(costs, {(c.size, c.precision) for c in configs}))
+    factors = task_factors(stored)
     stops: dict = {}
     elsewhere: dict = {}  # the same task, level and schedule at other presets: preset -> stops
     for config, status in stored:
@@ -347,15 +512,10 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
         if owner is not None:  # another sweep writes it: skipped, and not in the projection
             runs.append(PlannedRun(cfg, dirs[-1], "locked", steps, reached, owner=owner, like=like))
             continue
-        seconds = None
         cost = costs.get((cfg.size, cfg.precision))
-        if cost is not None:
-            schedule = checkpoint_steps(cfg.steps, cfg.n_log_checkpoints, cfg.n_linear_checkpoints, cfg.dense_steps)
-            left = int(((schedule > reached) & (schedule <= steps)).sum())
-            per_step = cost.step_seconds(sequence_length(cfg.task, cfg.level, cfg.task_params))
-            seconds = float(max(steps - reached, 0) * per_step + left * cost.per_checkpoint_s)
+        seconds = None if cost is None else run_seconds(cfg, cost, factors.get((cfg.task, cfg.level)), steps, reached)
         runs.append(PlannedRun(cfg, dirs[-1], "resume" if reached else "train", steps, reached, seconds, like=like))
-    return Plan(runs, costs, workers or os.cpu_count() or 1, pack, stores[-1])
+    return Plan(runs, costs, workers or os.cpu_count() or 1, pack, stores[-1], factors)
 
 
 def _committed_runs() -> list[Path]:
