@@ -651,9 +651,12 @@ def test_projection_errors_read_each_run_against_the_others_and_name_what_the_pr
     assert list(errors.columns) == list(planning.PROJECTION_COLUMNS) and len(errors) == 6
     assert set(errors["cpu"]) == {"test CPU"}
     assert (errors["real_s"] / errors["projected_s"]).to_numpy() == pytest.approx(1.0)
+    assert (errors["expected_steps"] == 200).all()  # where the other seeds stopped
+    assert errors["projected_at_expected_s"].to_numpy() == pytest.approx(errors["projected_s"].to_numpy())
     by_task = (errors["real_s"] / errors["projected_by_preset_s"]).groupby(errors["task"]).min()
     assert by_task["parity"] > 1.5 and by_task["copy"] < 1.0
     summary = planning.projection_summary(errors).set_index("projection")
     assert summary.loc["with task factors", "median"] == pytest.approx(1.0)
     assert summary.loc["with task factors", "share over 1.25x"] == 0
     assert summary.loc["one cost per preset", "share over 1.25x"] == 0.5  # the three parity runs
+    assert summary.loc["with task factors, at the expected stop", "share over 1.25x"] == 0

@@ -337,18 +337,19 @@ def run_seconds(config: TrainConfig, cost: StepCost, factor: TaskFactor | None, 
 
 
 #: the columns of :func:`projection_errors`
-PROJECTION_COLUMNS = ("cpu", "size", "precision", "task", "level", "seed", "steps", "real_s", "projected_s",
-                      "projected_by_preset_s")
+PROJECTION_COLUMNS = ("cpu", "size", "precision", "task", "level", "seed", "steps", "expected_steps", "real_s",
+                      "projected_s", "projected_by_preset_s", "projected_at_expected_s")
 
 
 def projection_errors(roots):
     """How well a plan projects the complete runs in the run stores ``roots``: for each run :func:`timed_runs`
-    reads, its time projected from every other run (left out of its own projection) and the benchmarks, at
-    the steps it really trained (what the plan's stop estimate would add is left out): ``projected_s`` as
-    :func:`plan` projects it (calibrated :func:`step_costs`, :func:`task_factors`), ``projected_by_preset_s``
-    as it did before task factors (one cost per preset, the benchmark line as measured); ``real_s`` its
-    training, evaluation and writing seconds. A tidy DataFrame (``PROJECTION_COLUMNS``), a row per run with
-    a projection."""
+    reads, its time projected from every other run (left out of its own projection) and the benchmarks. At
+    the ``steps`` it really trained: ``projected_s`` as :func:`plan` projects it (calibrated
+    :func:`step_costs`, :func:`task_factors`), ``projected_by_preset_s`` as it did before task factors (one
+    cost per preset, the benchmark line as measured). At the ``expected_steps`` the others say it would reach
+    (:func:`expected_steps`), what a plan made before it trained projects: ``projected_at_expected_s``.
+    ``real_s`` its training, evaluation and writing seconds. A tidy DataFrame (``PROJECTION_COLUMNS``), a row
+    per run with a projection."""
     import pandas as pd
 
     stored, rows = stored_runs([Path(r) for r in roots]), []
@@ -362,10 +363,11 @@ def projection_errors(roots):
         plain = step_costs(others, run.cpu, calibrate=False).get(run.key)
         if cost is None or plain is None:
             continue
-        rows.append((run.cpu, run.size, run.precision, run.task, run.level, config.seed, run.steps,
+        factor, expected = task_factors(others).get((run.task, run.level)), expected_steps(config, _stop_tables(others))[0]
+        rows.append((run.cpu, run.size, run.precision, run.task, run.level, config.seed, run.steps, expected,
                      run.step_s * run.steps + run.checkpoint_s * run.checkpoints,
-                     run_seconds(config, cost, task_factors(others).get((run.task, run.level)), run.steps),
-                     run_seconds(config, plain, None, run.steps)))
+                     run_seconds(config, cost, factor, run.steps), run_seconds(config, plain, None, run.steps),
+                     run_seconds(config, cost, factor, expected)))
     return pd.DataFrame(rows, columns=list(PROJECTION_COLUMNS))
 
 
@@ -374,14 +376,16 @@ SHORT_BY = 1.25
 
 
 def projection_summary(errors):
-    """:func:`projection_errors` in two rows, the projection with one cost per preset and with task factors:
-    runs, then the ratio real / projected time per run: its median, 10th and 90th percentiles and maximum,
-    and the share of runs projected short by more than ``SHORT_BY`` (a deadline's risk: a run started on
-    such a projection may end past it)."""
+    """:func:`projection_errors` in three rows, the projection with one cost per preset and with task
+    factors at the steps each run trained, and the plan's whole projection (task factors, at the expected
+    stop): runs, then the ratio real / projected time per run: its median, 10th and 90th percentiles and
+    maximum, and the share of runs projected short by more than ``SHORT_BY`` (a deadline's risk: a run
+    started on such a projection may end past it)."""
     import pandas as pd
 
     rows = []
-    for name, column in (("one cost per preset", "projected_by_preset_s"), ("with task factors", "projected_s")):
+    for name, column in (("one cost per preset", "projected_by_preset_s"), ("with task factors", "projected_s"),
+                         ("with task factors, at the expected stop", "projected_at_expected_s")):
         ratio = errors["real_s"] / errors[column]
         rows.append({"projection": name, "runs": len(ratio), "median": ratio.median(),
                      "10th pct": ratio.quantile(0.1), "90th pct": ratio.quantile(0.9), "max": ratio.max(),
@@ -461,19 +465,50 @@ def nearest_preset(size: str, sizes) -> str | None:
         return None
     return min(known, key=lambda s: abs(math.log(target / scale(s))))
 
+def _stop_tables(stored) -> tuple[dict, dict]:
+    """Where the complete runs of ``stored`` (:func:`stored_runs`) stopped: by their settings but the seed, and
+    by their settings but the preset (preset -> stops; runs cut by ``stop_at`` left out: they say nothing of
+    where a run would stop)."""
+    stops: dict = {}
+    elsewhere: dict = {}
+    for config, status in stored:
+        stop = status.get("stopped_at") or config.get("stop_at") or config.get("steps")
+        stops.setdefault(_same_settings(config), []).append(stop)
+        if config.get("stop_at") is None:
+            elsewhere.setdefault(_same_settings(config, _OTHER_PRESETS), {}).setdefault(
+                config.get("size"), []).append(stop)
+    return stops, elsewhere
+
+
+def expected_steps(config: TrainConfig, tables) -> tuple[int, str | None]:
+    """(the steps ``config`` is expected to reach, which runs say so) from ``tables`` (``_stop_tables``): the
+    median stop of its other seeds; else of its task and level at the nearest other preset
+    (:func:`nearest_preset`), same schedule; else its budget, :func:`budget_steps` (the protocol's early stop
+    ends an acquired run soon after acquisition, so a budget alone over-projects); never past the budget."""
+    import statistics
+
+    stops, elsewhere = tables
+    budget = budget_steps(config)
+    seeds = stops.get(_same_settings(config.to_dict()))
+    by_size = elsewhere.get(_same_settings(config.to_dict(), _OTHER_PRESETS))
+    if seeds:
+        return min(budget, int(statistics.median(seeds))), "its other seeds"
+    if by_size:
+        nearest = nearest_preset(config.size, by_size)
+        found = by_size[nearest] if nearest else [x for xs in by_size.values() for x in xs]
+        return (min(budget, int(statistics.median(found))),
+                f"its task and level at {nearest}" if nearest else "its task and level at other presets")
+    return budget, None
+
+
 def plan(configs, stores, workers: int | None = None, pack: int | None = None, cpu: str | None = None) -> Plan:
     """The plan of training ``configs`` (each run once: :func:`distinct`) into the last of ``stores`` (a run
     complete in any store exists): per run, whether it exists, resumes or trains, or is skipped because
-    another process is writing it (:func:`geomcap.store.lock_owner`), the steps it is expected to reach (the
-    median stop of complete runs of the same settings in the stores and the committed data/runs; else of
-    its task and level at the nearest other preset (:func:`nearest_preset`), same schedule; else its budget,
-    :func:`budget_steps`: the protocol's early stop ends an acquired run 500 steps after acquisition, so a budget alone over-projects)
-    and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the runs'
+    another process is writing it (:func:`geomcap.store.lock_owner`), the steps it is expected to reach
+    (:func:`expected_steps` from the complete runs in the stores and the committed data/runs) and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the runs'
     per-step and per-checkpoint seconds; for a preset this machine has not run, another preset's scaled by
     their FLOPs, :func:`extrapolated_costs`; None where there is no measurement at all), each part times its
     task and level's :func:`task_factors` (:func:`run_seconds`). Reads the stores; trains nothing."""
-    import statistics
-
     stores = [Path(s) for s in stores]
     if not stores:
         raise ValueError("stores is empty: give at least the run store to train into")
@@ -482,14 +517,7 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     costs = step_costs(stored, cpu)
     costs.update(extrapolated_costs(costs, {(c.size, c.precision) for c in configs}))
     factors = task_factors(stored)
-    stops: dict = {}
-    elsewhere: dict = {}  # the same task, level and schedule at other presets: preset -> stops
-    for config, status in stored:
-        stop = status.get("stopped_at") or config.get("stop_at") or config.get("steps")
-        stops.setdefault(_same_settings(config), []).append(stop)
-        if config.get("stop_at") is None:  # a run stopped by stop_at says nothing of where it would stop
-            elsewhere.setdefault(_same_settings(config, _OTHER_PRESETS), {}).setdefault(
-                config.get("size"), []).append(stop)
+    stops = _stop_tables(stored)
     runs = []
     for cfg in distinct(configs):
         dirs = [store.run_dir_for(cfg.to_dict(), s) for s in stores]
@@ -497,16 +525,7 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
         if done is not None:
             runs.append(PlannedRun(cfg, done, "exists", cfg.steps))
             continue
-        budget, like, steps = budget_steps(cfg), None, budget_steps(cfg)
-        seeds, by_size = stops.get(_same_settings(cfg.to_dict())), elsewhere.get(_same_settings(cfg.to_dict(),
-                                                                                                 _OTHER_PRESETS))
-        if seeds:
-            like, steps = "its other seeds", min(budget, int(statistics.median(seeds)))
-        elif by_size:
-            nearest = nearest_preset(cfg.size, by_size)
-            like = f"its task and level at {nearest}" if nearest else "its task and level at other presets"
-            found = by_size[nearest] if nearest else [x for xs in by_size.values() for x in xs]
-            steps = min(budget, int(statistics.median(found)))
+        steps, like = expected_steps(cfg, stops)
         reached = store.last_metrics_step(dirs[-1]) or 0
         owner = store.lock_owner(dirs[-1])
         if owner is not None:  # another sweep writes it: skipped, and not in the projection
