@@ -516,6 +516,7 @@ def test_until_defers_the_runs_projected_to_end_after_it_and_trains_the_others(t
     assert store.is_complete(results[2].run_dir)
     assert not results[0].run_dir.exists() and not results[1].run_dir.exists()
     assert "projected to end at" in results[0].error and "no projection" in results[1].error
+    assert results[1].error.endswith("train one run without --until, or run `geomcap bench --parts scale`)")
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in out if not line.startswith("sweep:")] == [
         ["DEFERRED", "copy/easy"], ["DEFERRED", "parity/easy"], ["start", "reverse/easy"], ["done", "reverse/easy"]]

@@ -348,7 +348,8 @@ def _past_deadline(configs, projected: dict, until: float | None, root: Path) ->
     if ends is not None and ends <= until:
         return []
     at = time.strftime("%H:%M", time.localtime(until))
-    why = (f"not started before --until {at}: no projection of its time on this machine" if ends is None else
+    why = (f"not started before --until {at}: no projection of its time on this machine (no run or benchmark of "
+           "its preset here: train one run without --until, or run `geomcap bench --parts scale`)" if ends is None else
            f"not started: projected to end at {time.strftime('%H:%M', time.localtime(ends))}, after --until {at}; "
            "rerun the sweep to train it")
     return [RunResult(cfg, store.run_dir_for(cfg.to_dict(), root), error=why, deferred=True) for cfg in configs]
