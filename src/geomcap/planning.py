@@ -232,7 +232,8 @@ def timed_runs(stored) -> list[TimedRun]:
             continue
         steps = status.get("stopped_at") or config.get("steps")
         out.append(TimedRun(prov["cpu_model"], config["size"], config.get("precision", "fp32"), config["task"],
-                            config["level"], sequence_length(config["task"], config["level"], config.get("task_params")),
+                            config["level"],
+                            sequence_length(config["task"], config["level"], config.get("task_params")),
                             status["train_s"] / max(steps, 1),
                             (status.get("eval_s", 0) + status.get("write_s", 0)) / status["checkpoints"], steps,
                             status["checkpoints"], config))
@@ -363,7 +364,8 @@ def projection_errors(roots):
         plain = step_costs(others, run.cpu, calibrate=False).get(run.key)
         if cost is None or plain is None:
             continue
-        factor, expected = task_factors(others).get((run.task, run.level)), expected_steps(config, _stop_tables(others))[0]
+        factor = task_factors(others).get((run.task, run.level))
+        expected = expected_steps(config, stop_tables(others))[0]
         rows.append((run.cpu, run.size, run.precision, run.task, run.level, config.seed, run.steps, expected,
                      run.step_s * run.steps + run.checkpoint_s * run.checkpoints,
                      run_seconds(config, cost, factor, run.steps), run_seconds(config, plain, None, run.steps),
@@ -465,7 +467,7 @@ def nearest_preset(size: str, sizes) -> str | None:
         return None
     return min(known, key=lambda s: abs(math.log(target / scale(s))))
 
-def _stop_tables(stored) -> tuple[dict, dict]:
+def stop_tables(stored) -> tuple[dict, dict]:
     """Where the complete runs of ``stored`` (:func:`stored_runs`) stopped: by their settings but the seed, and
     by their settings but the preset (preset -> stops; runs cut by ``stop_at`` left out: they say nothing of
     where a run would stop)."""
@@ -481,7 +483,7 @@ def _stop_tables(stored) -> tuple[dict, dict]:
 
 
 def expected_steps(config: TrainConfig, tables) -> tuple[int, str | None]:
-    """(the steps ``config`` is expected to reach, which runs say so) from ``tables`` (``_stop_tables``): the
+    """(the steps ``config`` is expected to reach, which runs say so) from ``tables`` (:func:`stop_tables`): the
     median stop of its other seeds; else of its task and level at the nearest other preset
     (:func:`nearest_preset`), same schedule; else its budget, :func:`budget_steps` (the protocol's early stop
     ends an acquired run soon after acquisition, so a budget alone over-projects); never past the budget."""
@@ -505,8 +507,9 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     """The plan of training ``configs`` (each run once: :func:`distinct`) into the last of ``stores`` (a run
     complete in any store exists): per run, whether it exists, resumes or trains, or is skipped because
     another process is writing it (:func:`geomcap.store.lock_owner`), the steps it is expected to reach
-    (:func:`expected_steps` from the complete runs in the stores and the committed data/runs) and a projected time from measured costs of its preset on this machine (:func:`step_costs`: the runs'
-    per-step and per-checkpoint seconds; for a preset this machine has not run, another preset's scaled by
+    (:func:`expected_steps` from the complete runs in the stores and the committed data/runs) and a projected
+    time from measured costs of its preset on this machine (:func:`step_costs`: the runs' per-step and
+    per-checkpoint seconds; for a preset this machine has not run, another preset's scaled by
     their FLOPs, :func:`extrapolated_costs`; None where there is no measurement at all), each part times its
     task and level's :func:`task_factors` (:func:`run_seconds`). Reads the stores; trains nothing."""
     stores = [Path(s) for s in stores]
@@ -517,7 +520,7 @@ def plan(configs, stores, workers: int | None = None, pack: int | None = None, c
     costs = step_costs(stored, cpu)
     costs.update(extrapolated_costs(costs, {(c.size, c.precision) for c in configs}))
     factors = task_factors(stored)
-    stops = _stop_tables(stored)
+    stops = stop_tables(stored)
     runs = []
     for cfg in distinct(configs):
         dirs = [store.run_dir_for(cfg.to_dict(), s) for s in stores]
