@@ -38,7 +38,10 @@
 #                    --until): no run is started that its plan projects to end later; the lane goes on to the
 #                    runs that fit. For a session that ends at a known time: a run cut off there loses its
 #                    training if its store does not outlive the machine; the projection is a median stop at a
-#                    measured cost, so leave a margin (default none)
+#                    measured cost, so leave a margin (MARGIN)
+#   MARGIN           with UNTIL: a run starts only where MARGIN times its projection ends before it (geomcap
+#                    sweep --until-margin; default 1; the book's performance page measures how far real times exceed
+#                    the projections: its 90th percentile is a fair MARGIN)
 #   DONE             run stores whose complete runs count as trained, comma-separated (default the committed
 #                    data/scale, data/scale-controls, data/scale-precision: a fresh worktree does not retrain
 #                    what has landed; "" for none)
@@ -82,7 +85,7 @@ if [ -n "${UNTIL:-}" ]; then  # read once, here: a time from now (+2h40m) must n
   UNTIL=$("$PYTHON" -c 'import sys, datetime; from geomcap.parameters import deadline
 try: print(datetime.datetime.fromtimestamp(deadline(sys.argv[1])).isoformat(timespec="seconds"))
 except ValueError as exc: sys.exit(f"UNTIL: {exc}")' "$UNTIL") || exit 2
-  until=(--until "$UNTIL")
+  until=(--until "$UNTIL" --until-margin "${MARGIN:-1}")
 fi
 done_stores=()
 for store in ${DONE//,/ }; do

@@ -197,6 +197,35 @@ def test_every_sweep_of_the_cpu_stages_counts_the_committed_runs_as_done(tmp_pat
         words = call.split()
         assert [words[i + 1] for i, w in enumerate(words) if w == "--done"] == expected
 
+
+@pytest.mark.parametrize("margin, expected", [(None, "1"), ("1.6", "1.6")])
+def test_until_reaches_every_sweep_of_the_cpu_stages_with_its_margin(tmp_path, margin, expected):
+    """UNTIL is read once, as a date and time, and every sweep gets it with MARGIN (default 1) as
+    --until-margin; without UNTIL no sweep gets either. GEOMCAP is a stub that records its arguments."""
+    import sys
+
+    calls, geomcap = tmp_path / "calls", tmp_path / "geomcap"
+    geomcap.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    geomcap.chmod(0o755)
+    env = {**os.environ, "GEOMCAP": str(geomcap), "PYTHON": sys.executable, "UNTIL": "+2h",
+           **({} if margin is None else {"MARGIN": margin})}
+    finished = subprocess.run(["bash", "scripts/scale_grid.sh", "2"], cwd=REPO, capture_output=True, text=True,
+                              env=env)
+    assert finished.returncode == 0, finished.stderr
+    lines = calls.read_text().splitlines()
+    assert lines
+    for call in lines:
+        words = call.split()
+        until = words[words.index("--until") + 1]
+        assert len(until) == 19 and until[10] == "T"  # one ISO time, the same for every sweep
+        assert words[words.index("--until-margin") + 1] == expected
+    assert len({c.split()[c.split().index("--until") + 1] for c in lines}) == 1
+    calls.unlink()
+    env.pop("UNTIL")
+    subprocess.run(["bash", "scripts/scale_grid.sh", "2"], cwd=REPO, capture_output=True, text=True, env=env)
+    assert not any("--until" in c for c in calls.read_text().splitlines())
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--presets", "48x"], "unknown size '48x'"),
     (["--presets", "48m", "--precision", "fp16"], "unknown precision 'fp16'"),

@@ -525,6 +525,21 @@ def test_until_defers_the_runs_projected_to_end_after_it_and_trains_the_others(t
                       until=time.time() + 3 * 3600)  # a deadline the run fits: it trains
     assert later[0].ok and store.is_complete(later[0].run_dir)
 
+    # with a margin, the projection times the margin must fit: 7200 s x 2 does not fit 3 hours, x 1.25 does
+    wide = sweep.Plan([sweep.PlannedRun(short_run, Path("z"), "train", 2, seconds=7200.0)], {}, workers=1)
+    short_root = tmp_path / "margin"
+    refused = run_sweep([short_run], root=short_root, workers=1, progress=False, plan=wide,
+                        until=time.time() + 3 * 3600, until_margin=2.0)
+    assert refused[0].deferred and "(x2 margin), after --until" in refused[0].error
+    fits = run_sweep([short_run], root=short_root, workers=1, progress=False, plan=wide,
+                     until=time.time() + 3 * 3600, until_margin=1.25)
+    assert fits[0].ok and store.is_complete(fits[0].run_dir)
+    for bad, message in (({"until_margin": 0.5, "until": time.time() + 60},
+                          r"until_margin must be a number in \[1, inf\), got 0.5"),
+                         ({"until_margin": 2.0}, "until_margin applies to a deadline: give until as well")):
+        with pytest.raises(ValueError, match=message):
+            run_sweep([short_run], root=short_root, workers=1, progress=False, **bad)
+
 
 def test_until_is_read_as_a_time_of_day_or_a_date_and_refused_when_past_or_unreadable(tmp_path):
     import datetime as dt
@@ -553,6 +568,11 @@ def test_sweep_until_refuses_a_bad_time_before_anything_trains(tmp_path, capsys)
     assert main(["sweep", "--tasks", "copy", "--levels", "easy", "--until", "25:61",
                  "--root", str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err == "geomcap: error: --until: '25:61' is not a time of day (HH:MM, 00:00 to 23:59)\n"
+    for margin, until, message in (("0.5", ["--until", "+1h"], "--until-margin: must be a number in [1, inf), got 0.5"),
+                                   ("2", [], "--until-margin applies to a deadline: give --until as well")):
+        assert main(["sweep", "--tasks", "copy", "--levels", "easy", "--until-margin", margin, *until, "--dry-run",
+                     "--root", str(tmp_path / "runs")]) == 2
+        assert capsys.readouterr() == ("", f"geomcap: error: {message}\n")
     assert not (tmp_path / "runs").exists()
 
 

@@ -287,6 +287,8 @@ def cmd_sweep(args) -> int:
     given = {name: _option(name, getattr(args, name), row) for name, row in SWEEP.items()}  # the same rows as run_sweep
     configs = grid(**axes, steps=parse_steps(_option("steps", args.steps)), measures=given.pop("measures"),
                    **parse_settings(args.set))
+    if given["until"] is None and given["until_margin"] != SWEEP["until_margin"].default:
+        raise ValueError("--until-margin applies to a deadline: give --until as well")
     for done in args.done:
         _check_path(done, "--done")
         if not Path(done).is_dir():
@@ -295,8 +297,9 @@ def cmd_sweep(args) -> int:
                     workers=given["workers"], pack=given["pack"])
     print("\n".join(the_plan.lines()), flush=True)  # what it will train, what exists, and for how long
     if given["until"] is not None:
-        print(f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(given['until']))}: a run projected to end "
-              "later is not started (deferred)", flush=True)
+        times = f" times {given['until_margin']:g}" if given["until_margin"] != 1 else ""
+        print(f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(given['until']))}: a run whose projection"
+              f"{times} ends later is not started (deferred)", flush=True)
     if args.dry_run:
         return 0
     done_elsewhere = [r for r in the_plan.runs if r.state == "exists" and Path(r.run_dir).parent.resolve()

@@ -240,6 +240,9 @@ SWEEP = {row.name: row for row in [
                "now; or an ISO date and time): the sweep goes on to the runs that fit, and names each one it "
                "defers (a run without a projection is deferred too); for a session or a job that ends at a known "
                "time"),
+    Param("until_margin", float, 1.0, "[1, inf)",
+          help="with --until: start a run only where UNTIL_MARGIN times its projected time ends before the deadline "
+               "(the book's performance page measures how far real times exceed the projections)"),
 ]}
 
 

@@ -134,7 +134,8 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
               workers: int | None = SWEEP["workers"].default, progress: bool = True, poll_s: float = 0.5,
               threads: int | None = SWEEP["threads"].default, pack: int | None = SWEEP["pack"].default,
               plan: Plan | None = None, bars: bool | None = None,
-              until: float | str | None = SWEEP["until"].default) -> list[RunResult]:
+              until: float | str | None = SWEEP["until"].default,
+              until_margin: float = SWEEP["until_margin"].default) -> list[RunResult]:
     """Run every config (skipping complete ones) and return one RunResult per config, in order. A config
     given twice is one run (:func:`~geomcap.planning.distinct`), its RunResult given for both.
 
@@ -154,20 +155,23 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
 
     With ``until`` (a deadline: Unix seconds, or as ``geomcap sweep --until`` takes it: ``geomcap.parameters.deadline``),
     a unit is started only if the plan's projection of its runs (:attr:`PlannedRun.seconds <geomcap.planning.PlannedRun>`;
-    a pack's, their sum) ends before it, read as a worker frees; one that would not, or has no projection, is
-    deferred (``RunResult.deferred``, named in one line) and the sweep goes on to the next: a sweep in a session or
-    a job that ends at a known time leaves no run half-trained where its state may be lost. Its own workers only:
-    an outside executor takes every run at once.
+    a pack's, their sum), times ``until_margin``, ends before it, read as a worker frees; one that would not,
+    or has no projection, is deferred (``RunResult.deferred``, named in one line) and the sweep goes on to the
+    next: a sweep in a session or a job that ends at a known time leaves no run half-trained where its state
+    may be lost. Its own workers only: an outside executor takes every run at once.
 
-    ``workers``, ``threads``, ``pack``, ``until`` and, with no executor, ``device`` are checked through the rows of
-    ``geomcap sweep``'s options of the same names (``geomcap.parameters.SWEEP``, which also gives the defaults)
-    before anything is read or trained: a ValueError of one line (an outside executor's workers may run where
-    this machine has no CUDA: its device is theirs to check).
+    ``workers``, ``threads``, ``pack``, ``until``, ``until_margin`` and, with no executor, ``device`` are
+    checked through the rows of ``geomcap sweep``'s options of the same names (``geomcap.parameters.SWEEP``,
+    which also gives the defaults) before anything is read or trained: a ValueError of one line (an outside
+    executor's workers may run where this machine has no CUDA: its device is theirs to check).
     """
-    for name, value in (("workers", workers), ("threads", threads), ("pack", pack)) + (
+    for name, value in (("workers", workers), ("threads", threads), ("pack", pack),
+                        ("until_margin", until_margin)) + (
             (("device", device),) if executor is None else ()):
         SWEEP[name].check(value)  # each through its row: "workers must be a positive integer, got 0"
     until = SWEEP["until"].check(until)
+    if until is None and until_margin != SWEEP["until_margin"].default:
+        raise ValueError("until_margin applies to a deadline: give until as well")
     if until is not None and executor is not None:
         raise ValueError("until needs the sweep's own workers: an outside executor takes every run at once")
     root = Path(root if root is not None else store.default_root())
@@ -206,7 +210,7 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
         while queue or futures:
             while queue and (local is None or local.free()):  # an outside executor queues every unit at once
                 unit = queue.popleft()
-                late = _past_deadline([configs[i] for i in unit], projected, until, root)
+                late = _past_deadline([configs[i] for i in unit], projected, until, root, until_margin)
                 if late:
                     for i, result in zip(unit, late):
                         results[i] = result
@@ -337,20 +341,22 @@ def _unit_results(configs, future, root: Path) -> list[RunResult]:
             for k, (cfg, run_dir) in enumerate(zip(configs, run_dirs))]
 
 
-def _past_deadline(configs, projected: dict, until: float | None, root: Path) -> list[RunResult]:
+def _past_deadline(configs, projected: dict, until: float | None, root: Path,
+                   margin: float = 1.0) -> list[RunResult]:
     """The deferred RunResults of a unit (a run, or a pack) that the projection (``projected``: config hash ->
-    seconds or None) does not end before ``until`` (Unix seconds) if it starts now; [] when it does, or when
-    there is no deadline."""
+    seconds or None), times ``margin``, does not end before ``until`` (Unix seconds) if it starts now; [] when
+    it does, or when there is no deadline."""
     if until is None:
         return []
     seconds = [projected.get(store.config_hash(c.to_dict())) for c in configs]
-    ends = None if None in seconds else time.time() + sum(seconds)
+    ends = None if None in seconds else time.time() + margin * sum(seconds)
     if ends is not None and ends <= until:
         return []
     at = time.strftime("%H:%M", time.localtime(until))
     why = (f"not started before --until {at}: no projection of its time on this machine (no run or benchmark of "
            "its preset here: train one run without --until, or run `geomcap bench --parts scale`)" if ends is None else
-           f"not started: projected to end at {time.strftime('%H:%M', time.localtime(ends))}, after --until {at}; "
+           f"not started: projected to end at {time.strftime('%H:%M', time.localtime(ends))}"
+           f"{f' (x{margin:g} margin)' if margin != 1 else ''}, after --until {at}; "
            "rerun the sweep to train it")
     return [RunResult(cfg, store.run_dir_for(cfg.to_dict(), root), error=why, deferred=True) for cfg in configs]
 
