@@ -421,6 +421,27 @@ def test_a_sweep_s_log_has_a_summary_line_now_and_then(tmp_path, capsys):
     assert capsys.readouterr().out == ""  # not again before its time
 
 
+def test_with_a_deadline_the_eta_leaves_out_the_runs_the_sweep_would_defer(tmp_path):
+    """A sweep under --until logged an ETA of 5.2 h while every run left would be deferred: the ETA counts a
+    queued run only where it would start (taken in order as a worker frees) and end before the deadline,
+    the margin included."""
+    from geomcap.planning import Plan, PlannedRun, SweepBars
+
+    configs = grid(tasks=["copy", "parity", "sort"], levels=["easy"], steps=4, **TINY)
+    the_plan = Plan([PlannedRun(c, Path("x"), "train", 4, seconds=s) for c, s in zip(configs, (600.0, 7200.0, 600.0))],
+                    {}, workers=1)
+
+    def eta(until, margin=1.0):
+        bar = SweepBars(configs, tmp_path, the_plan, done=0, enabled=False, until=until, until_margin=margin)
+        bar.training.add(0)  # the first run trains; it has done nothing yet
+        return bar._eta({})
+
+    assert eta(None) == "ETA ~2.3 h (projected)"  # all three, one after another
+    assert eta(time.time() + 3600).startswith("ETA ~20 min (projected; ")  # the 2-hour run is deferred
+    assert eta(time.time() + 1500, margin=2.0).startswith("ETA ~10 min (")  # 2 x 600 s no longer fits after the first
+    assert eta(time.time() + 3 * 3600).startswith("ETA ~2.3 h (")
+
+
 def test_a_plan_says_a_locked_run_is_skipped_and_does_not_count_it(tmp_path):
     """A run another sweep was writing was planned as "resume ... from step N" and counted in the projection;
     it was skipped only after the others had trained. Now the plan says who holds it, and it is not trained."""

@@ -579,8 +579,9 @@ class SweepBars:
     ``enabled`` False only those."""
 
     def __init__(self, configs, root: Path, the_plan: Plan | None, done: int, enabled: bool, bars: bool | None = None,
-                 summary_every_s: float = SUMMARY_EVERY_S):
+                 summary_every_s: float = SUMMARY_EVERY_S, until: float | None = None, until_margin: float = 1.0):
         self.configs, self.root, self.summary_every_s = configs, root, summary_every_s
+        self.until, self.until_margin = until, until_margin
         self.bars = enabled and (on_terminal() if bars is None else bars)
         self.lines = enabled and not self.bars
         key = lambda c: store.config_hash(c.to_dict())  # noqa: E731
@@ -648,7 +649,10 @@ class SweepBars:
         return {i: metrics_tail(store.run_dir_for(self.configs[i].to_dict(), self.root)) for i in self.training}
 
     def _eta(self, reached: dict) -> str:
-        """The time left as the plan projects it, each run in training shortened by its share done."""
+        """The time left as the plan projects it, each run in training shortened by its share done. With a
+        deadline (``until``), the runs not yet started are taken in order as a worker frees, as the sweep takes
+        them, and those it would defer (``until_margin`` times their projection ending after ``until``) add
+        nothing."""
         left = []
         for i, planned in enumerate(self.planned):
             if i in self.done or planned is None or planned.state in ("exists", "locked"):
@@ -658,8 +662,22 @@ class SweepBars:
             step = reached.get(i, (None, None))[0]
             span = max(planned.steps - planned.reached, 1)
             share = min(max((planned.reached if step is None else step) - planned.reached, 0) / span, 1.0)
-            left.append(dataclasses.replace(planned, seconds=planned.seconds * (1 - share)))
-        return f"ETA ~{duration(Plan(left, {}, self.workers).projected_s() if left else 0.0)} (projected)"
+            left.append((i, dataclasses.replace(planned, seconds=planned.seconds * (1 - share))))
+        if self.until is None:
+            runs = [run for _, run in left]
+            return f"ETA ~{duration(Plan(runs, {}, self.workers).projected_s() if runs else 0.0)} (projected)"
+        import heapq
+
+        now = time.time()
+        free = [now + run.seconds for i, run in left if i in self.training]
+        free += [now] * max(self.workers - len(free), 0)
+        heapq.heapify(free)
+        for i, run in left:
+            if i in self.training:
+                continue
+            start = heapq.heappop(free)
+            heapq.heappush(free, start if start + self.until_margin * run.seconds > self.until else start + run.seconds)
+        return f"ETA ~{duration(max(free) - now)} (projected; runs that would end after --until are deferred)"
 
     def write(self, line: str) -> None:
         """One line on stdout (between the bars, when there are bars)."""

@@ -200,7 +200,8 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
     workers = workers or os.cpu_count() or 1
     threads = (threads or 1) if own_executor else None
     local = LocalWorkers(workers) if own_executor else None
-    bar = SweepBars(configs, root, plan, len(configs) - len(pending) - len(locked), progress, bars)
+    bar = SweepBars(configs, root, plan, len(configs) - len(pending) - len(locked), progress, bars, until=until,
+                    until_margin=until_margin)
     for i in locked:
         bar.end(i, results[i])
     queue = deque(tuple(u) for u in ([[i] for i in pending] if not pack else [
