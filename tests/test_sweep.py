@@ -407,7 +407,7 @@ def test_off_a_terminal_a_sweep_logs_lines_not_bars(tmp_path):
 
 
 def test_a_sweep_s_log_has_a_summary_line_now_and_then(tmp_path, capsys):
-    from geomcap.planning import SweepBars
+    from geomcap.sweep_progress import SweepBars
 
     configs = grid(tasks=["copy", "parity"], levels=["easy"], steps=4, **TINY)
     log = SweepBars(configs, tmp_path, None, done=0, enabled=True, bars=False, summary_every_s=0.0)
@@ -425,7 +425,8 @@ def test_with_a_deadline_the_eta_leaves_out_the_runs_the_sweep_would_defer(tmp_p
     """A sweep under --until logged an ETA of 5.2 h while every run left would be deferred: the ETA counts a
     queued run only where it would start (taken in order as a worker frees) and end before the deadline,
     the margin included."""
-    from geomcap.planning import Plan, PlannedRun, SweepBars
+    from geomcap.planning import Plan, PlannedRun
+    from geomcap.sweep_progress import SweepBars
 
     configs = grid(tasks=["copy", "parity", "sort"], levels=["easy"], steps=4, **TINY)
     the_plan = Plan([PlannedRun(c, Path("x"), "train", 4, seconds=s) for c, s in zip(configs, (600.0, 7200.0, 600.0))],

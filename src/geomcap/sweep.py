@@ -36,8 +36,8 @@ from geomcap import store
 from geomcap.config import DEFAULT_LEVEL_STEPS, SETTINGS, SWEEP_SETTABLE, TrainConfig
 from geomcap.config import parse_steps  # noqa: F401 (sweep.parse_steps: the notebooks' and results')
 from geomcap.parameters import SWEEP
-from geomcap.planning import (Plan, PlannedRun, SweepBars, budget_steps, distinct, metrics_tail, plan,  # noqa: F401 (sweep.plan ...)
-                              step_costs)
+from geomcap.planning import Plan, PlannedRun, budget_steps, distinct, plan, step_costs  # noqa: F401 (sweep.plan ...)
+from geomcap.sweep_progress import SweepBars, metrics_tail  # noqa: F401 (sweep.metrics_tail)
 from geomcap.tasks import LEVELS, TASKS
 
 
@@ -149,7 +149,7 @@ def run_sweep(configs, root=None, executor=None, device: str = SWEEP["device"].d
     found locked are not started at all.
     With ``pack`` = K, runs that share a preset, steps and batch size train in packs of up to K,
     each pack one batched computation in one worker (``geomcap.packed``); a RunResult's
-    ``seconds`` is then its pack's wall time. With ``progress``, its progress (:class:`~geomcap.planning.SweepBars`:
+    ``seconds`` is then its pack's wall time. With ``progress``, its progress (:class:`~geomcap.sweep_progress.SweepBars`:
     bars on a terminal, else one line per run as it starts and ends and a summary now and then; ``bars`` True
     or False chooses), with the ETA the projection of a ``plan`` (:func:`~geomcap.planning.plan`) gives.
 
