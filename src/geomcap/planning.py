@@ -293,8 +293,9 @@ def task_factors(stored) -> dict:
     CPU and preset): each run's step and checkpoint times over its own CPU's :func:`step_costs` of its
     preset, each divided by the median of those ratios over the runs of that CPU and preset (so a CPU or
     preset that runs slow as a whole adds nothing), then the median per task and level, where at least
-    ``MIN_FACTOR_RUNS`` runs have one. A parity checkpoint (45-token sequences) and a hard MOD one cost
-    several times their preset's median checkpoint, and the per-token step line misses attention's growth
+    ``MIN_FACTOR_RUNS`` runs have one. A parity checkpoint (45-token sequences) and a hard MOD one (every
+    held-out pair scored: 6,587 prompts, against 512 for most tasks) cost several times their preset's median
+    checkpoint, and the per-token step line misses attention's growth
     on long sequences."""
     import statistics
 
