@@ -151,12 +151,6 @@ def fit_seconds(rows) -> dict:
     return {"intercept_s": float(intercept), "per_token_s": float(slope)}
 
 
-def predicted_seconds(fit: dict, length: int) -> float:
-    """Seconds per step a :func:`fit_seconds` line gives at sequence length ``length`` (never below a tenth of
-    its intercept: a line fitted on three lengths is not trusted to reach zero)."""
-    return max(fit["intercept_s"] + fit["per_token_s"] * length, 0.1 * abs(fit["intercept_s"]))
-
-
 def threads_decision(preset_row: dict) -> dict:
     """One run on two threads against two runs on one thread each (``pair``), per precision, on the pair's
     shape: steps per second through both cores each way, and which is higher."""

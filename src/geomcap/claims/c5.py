@@ -96,10 +96,6 @@ def group_count(table: pd.DataFrame, measure: str, group: str, k: str = "precurs
     return (0, 0) if row.empty else (int(row[k].iloc[0]), int(row[n].iloc[0]))
 
 
-def _share(count: tuple[int, int]) -> float:
-    return count[0] / count[1] if count[1] else np.nan
-
-
 def timing_prediction(summary: pd.DataFrame, measure: str = "rankme", n_boot: int = 2000, seed: int = 0,
                       level: float = 0.95, reading: str = "informative") -> dict:
     """Does a measure's transition timing predict acquisition timing across runs? (reading (b) of C5)
