@@ -78,3 +78,22 @@ def test_the_committed_alarm_precision_is_what_its_script_computes_from_the_comm
         shutil.copyfile(fresh, committed)
     assert json.loads(fresh.read_text()) == json.loads(committed.read_text()), (
         "data/forecast/alarm-precision.json is stale: rerun scripts/alarm_precision.py and commit it")
+
+
+def test_the_rerun_script_plans_one_rerun_per_committed_tie(tmp_path, capsys):
+    """scripts/rerun_ties.py --dry-run: the ties of the committed runs (geomcap.results.tied), each planned
+    once, nothing trained."""
+    import importlib.util
+
+    import pandas as pd
+
+    script_path = Path(__file__).resolve().parents[1] / "scripts" / "rerun_ties.py"
+    spec = importlib.util.spec_from_file_location("rerun_ties", script_path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--dry-run", "--out", str(tmp_path / "reruns")]) == 0
+    out = capsys.readouterr().out
+    runs = pd.concat([results.load_runs(store.committed_data(n)) for n in ("runs", "scale")], ignore_index=True)
+    n_ties = int(results.tied(results.summary_table(runs)).sum())
+    assert out.startswith(f"{n_ties} tie") and f"plan: {n_ties} run" in out
+    assert not (tmp_path / "reruns").exists()

@@ -224,6 +224,77 @@ def test_regime_margins_count_checkpoints_between_acquisition_and_recovery():
     assert regime_margins_text(margins.iloc[:0]) == "No run was acquired during the collapse."
 
 
+def test_a_rerun_resolves_a_tie_only_inside_the_interval_it_was_read_in():
+    """Checkpoints every step to 10, then every 10. Runs a, b, c are ties at step 20 (acquired and recovered
+    there, so somewhere in steps 11-20). a's rerun reads acquisition at 14 and recovery at 17: resolved, inside
+    the regime. b's rerun reads recovery at 12 before acquisition at 15: resolved, outside. c's rerun reads
+    acquisition at 25, outside steps 11-20: it did not train what c trained, so c stays a tie. d is no tie
+    (acquired at 5, recovered at 30) and its rerun is not read."""
+    from geomcap.claims.c6 import acquired_during_collapse, claim_c6, regime_margins, regime_margins_text, \
+        resolve_ties, tied
+
+    steps = np.array(list(range(11)) + [20, 30, 40])
+    summary = pd.DataFrame({"run": list("abcd"), "task": "mod", "level": "easy", "size": "14m", "seed": 0,
+                            "acquisition_step": [20, 20, 20, 5], "rankme_recovery_step": [20, 20, 20, 30]})
+    reruns = pd.DataFrame({"run": ["ra", "rb", "rc", "rd"], "acquisition_step": [14, 15, 25, 1],
+                           "rankme_recovery_step": [17, 12, 25, 2]})
+    rerun_of = {"a": "ra", "b": "rb", "c": "rc", "d": "rd"}
+    read = resolve_ties(summary, reruns, rerun_of, {run: steps for run in "abcd"})
+    assert tied(summary).tolist() == [True, True, True, False]
+    assert read["resolved_by"].tolist() == ["ra", "rb", None, None]
+    assert read["rerun_departs"].tolist() == [False, False, True, False]
+    assert read["acquisition_step"].tolist() == [14, 15, 20, 5]
+    assert read["rankme_recovery_step"].tolist() == [17, 12, 20, 30]
+    assert acquired_during_collapse(read).tolist() == [True, False, True, True]
+    assert summary["acquisition_step"].tolist() == [20, 20, 20, 5]  # the input is left as it was
+    # the margins read a resolved tie at its rerun's checkpoints, and say so
+    every_step = np.arange(41)
+    metrics = pd.concat([pd.DataFrame({"run": run, "step": at, "measure": "accuracy", "value": 0.0})
+                         for run, at in (("a", steps), ("c", steps), ("d", steps), ("ra", every_step))],
+                        ignore_index=True)
+    margins = regime_margins(read, metrics)
+    assert margins["run"].tolist() == ["a", "c", "d"] and margins["resolved_by"].notna().tolist() == [True, False, False]
+    assert margins["resolved_by"].iloc[0] == "ra"
+    assert margins["checkpoints_apart"].tolist() == [3, 0, 7]
+    text = regime_margins_text(margins)
+    assert "read again at a rerun's checkpoint at every step: acquired at step 14, RankMe recovered 3 steps later" \
+        in text and "1 more than one checkpoint before it, 1 read again at a rerun's checkpoint at every step. " \
+        "Without the unresolved, 2 remain" in text  # c's tie is still one
+    # C6's row counts the tie left and names the ones read again
+    rows = pd.concat([read] * 3, ignore_index=True).assign(difficulty="easy", paper_rankme_is_precursor=False)
+    ours = claim_c6(rows)["ours"]
+    assert "(3 at their recovery's own checkpoint: order not resolved; 6 ties read again at a rerun's " \
+           "checkpoint at every step, 3 of 6 then acquired during the collapse)" in ours
+
+
+def test_a_rerun_reads_every_step_to_a_little_past_its_tie_and_trains_nothing_else():
+    from geomcap.config import SCHEDULE_FIELDS, TrainConfig
+    from geomcap.claims.c6 import RERUN_PAST_TIE, rerun_config
+
+    run = TrainConfig(task="parity", level="hard", size="4m", steps=8000)
+    rerun = rerun_config(run, 180)
+    assert (rerun.dense_steps, rerun.stop_at) == (200, 200) and rerun_config(run, 190).stop_at == 200
+    assert rerun_config(run, 100 - RERUN_PAST_TIE + 1).stop_at == 200  # at least RERUN_PAST_TIE steps past
+    changed = {k for k, v in rerun.to_dict().items() if run.to_dict().get(k) != v}
+    assert changed and changed <= set(SCHEDULE_FIELDS)
+    with pytest.raises(ValueError, match="past the run's 150 steps"):
+        rerun_config(TrainConfig(task="parity", level="hard", steps=150), 140)
+
+
+def test_reruns_match_the_runs_they_trained_again():
+    """A rerun differs from its run only in the checkpoint schedule and the stop; another seed, or another
+    learning rate, is another run, whatever its schedule."""
+    from geomcap.analysis.runs import reruns_of
+
+    runs = pd.DataFrame({"run": ["r0", "r1"], "path": ["x", "y"], "task": "parity", "level": "hard", "seed": [0, 1],
+                         "lr": 1e-3, "dense_steps": 128, "complete": True})
+    reruns = pd.DataFrame({"run": ["d0", "d1", "lr"], "path": "z", "task": "parity", "level": "hard",
+                           "seed": [0, 2, 1], "lr": [1e-3, 1e-3, 3e-4], "dense_steps": 200, "stop_at": 200,
+                           "measures": [["llc"], [], []], "complete": True})
+    assert reruns_of(runs, reruns) == {"r0": "d0"}
+    assert reruns_of(runs, reruns.iloc[:0]) == {}
+
+
 def test_a_recovery_relative_to_initial_rankme_asks_a_wider_model_to_climb_further():
     """Two runs whose RankMe falls to 2 and climbs back to 8, from 10 (small) and from 40 (wide) at
     initialisation: regaining half the drop is 6 for the small run (recovered) and 21 for the wide one (never),

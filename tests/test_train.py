@@ -139,6 +139,20 @@ def test_costly_measures_leave_the_training_metrics_unchanged(tmp_path):
     assert recorded_at("costly", schedule, cfg) == {0, 1, 2, 4, 8, 9, 11, 13, 15, 16}
 
 
+def test_the_checkpoint_schedule_leaves_the_training_unchanged(tmp_path):
+    """A rerun with a checkpoint at every step (and a stop) trains the same steps as the run it reads more
+    finely: every value both record is the same (geomcap.config.SCHEDULE_FIELDS). Another seed is not."""
+    run = store.read_metrics(train(small_config(steps=24), out=tmp_path / "a", progress=False))
+    rerun = store.read_metrics(train(small_config(steps=24, dense_steps=20, stop_at=20), out=tmp_path / "b",
+                                     progress=False))
+    both = run.merge(rerun, on=["step", "layer", "measure"], suffixes=("_run", "_rerun"))
+    assert set(rerun["step"]) - set(run["step"]) and both["step"].nunique() >= 8
+    assert np.array_equal(both["value_run"], both["value_rerun"], equal_nan=True)
+    other = store.read_metrics(train(small_config(steps=24, seed=1), out=tmp_path / "c", progress=False))
+    mixed = run.merge(other, on=["step", "layer", "measure"], suffixes=("_run", "_other"))
+    assert not np.array_equal(mixed["value_run"], mixed["value_other"], equal_nan=True)
+
+
 def test_hessian_top_is_spelled_hessian_in_config_json():
     """The costly measure is named hessian_top everywhere; config.json keeps the spelling the first runs
     were hashed with, so their run directories keep their names."""

@@ -61,6 +61,12 @@ DEFAULT_LEVEL_STEPS_TEXT = ",".join(f"{level}:{steps}" for level, steps in DEFAU
 #: differ only in these trained the same model (``test_costly_measures_leave_the_training_metrics_unchanged``)
 MEASUREMENT_ONLY_FIELDS = ("measures", "costly_every", "dynamics_size", "hessian_warm_start", "costly_window",
                            "llc_chains", "llc_draws")
+#: config fields that choose where a run is measured and where it stops, never how it trains: a run that
+#: differs from another only in these (and :data:`MEASUREMENT_ONLY_FIELDS`) trained the same steps, so its
+#: checkpoints can read the other's events more finely
+#: (``test_the_checkpoint_schedule_leaves_the_training_unchanged``; :func:`geomcap.results.resolve_ties`)
+SCHEDULE_FIELDS = ("dense_steps", "n_linear_checkpoints", "n_log_checkpoints", "stop_at", "stop_margin",
+                   "stop_min_steps")
 #: negative controls (``TrainConfig.control``): "shuffled_answers" permutes the answers across prompts, in the
 #: training and the test set alike (:func:`geomcap.train.task_data`): the answer marginals, and so the early
 #: loss drop, stay; nothing that generalises can be learnt

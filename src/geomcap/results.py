@@ -22,7 +22,7 @@ from __future__ import annotations
 from geomcap.analysis.protocol import (
     READINGS, RECOVERY_FRACTION, RUN_KEYS, SETTING_KEYS)
 from geomcap.analysis.runs import (
-    CONTROLS, is_shuffled_control, load_arms, load_metrics, load_runs, one_run_per_setting, run_index)
+    CONTROLS, is_shuffled_control, load_arms, load_metrics, load_runs, one_run_per_setting, reruns_of, run_index)
 from geomcap.analysis.selection import (
     check_positive_int, section_stores)
 from geomcap.sections import (
@@ -68,7 +68,7 @@ from geomcap.claims.c5 import (
     BASELINES, C5_MEASURES, claim_c5, forecast_reading, group_count, precursor_table, timing_prediction)
 from geomcap.claims.c6 import (
     COLLAPSE_READINGS, MARGIN_COLUMNS, acquired_during_collapse, claim_c6, collapse_readings, regime_margins,
-    regime_margins_text)
+    regime_margins_text, rerun_config, resolve_ties, tied)
 from geomcap.claims.c7 import (
     REFERENCE_STEPS, c7_from_store, c7_verdict, claim_c7, gap_table, revision_cutoffs)
 from geomcap.claims.c8 import (
@@ -79,7 +79,7 @@ from geomcap.claims.scale import (
     SCALE_GAPS, SCALE_STATISTICS, TREND_COLUMNS, against_controls, block_parameters, c1_recovery_thresholds,
     c2_floors_by_level, c6_regime_trend, claims_by_size, missing_points, size_ratios, size_trends, size_trends_text)
 from geomcap.claims.table import (
-    EFFECT_COLUMNS, RULES, SCALE_STORES, analyse_claims, claim_effects, claim_rows, claims_from_analysis,
+    EFFECT_COLUMNS, RERUN_STORE, RULES, SCALE_STORES, analyse_claims, read_ties_again, regime_metrics, claim_effects, claim_rows, claims_from_analysis,
     claims_from_store, findings_markdown, proxy_analysis, proxy_arms, proxy_claim, glue_values, paper_vs_ours, task_claims_from_store, verdict_table)
 
 __all__ = [
@@ -104,7 +104,8 @@ __all__ = [
     "matched", "collapse_recovers", "claim_c1", "claim_c2", "control_leave_one_out", "leave_one_out_text",
     "LEAVE_ONE_OUT_COLUMNS", "top_down_share", "claim_c3", "selectivity_table",
     "claim_c4", "claim_c5", "acquired_during_collapse", "COLLAPSE_READINGS",
-    "collapse_readings", "MARGIN_COLUMNS", "regime_margins", "regime_margins_text", "claim_c6", "claim_c7", "claim_c8", "paper_vs_ours",
+    "collapse_readings", "MARGIN_COLUMNS", "regime_margins", "regime_margins_text", "tied", "resolve_ties",
+    "read_ties_again", "regime_metrics", "RERUN_STORE", "reruns_of", "rerun_config", "claim_c6", "claim_c7", "claim_c8", "paper_vs_ours",
     "glue_values", "verdict_table", "findings_markdown", "size_ratio", "CONTROLS", "load_arms",
     "analyse_claims", "claims_from_analysis", "task_claims_from_store", "EFFECT_COLUMNS", "claim_effects",
     "book_table", "claim_rows", "claims_from_store", "c7_from_store", "revision_cutoffs", "REFERENCE_STEPS",

@@ -11,7 +11,7 @@ import pandas as pd
 
 from geomcap import store
 from geomcap.analysis.protocol import RUN_KEYS
-from geomcap.config import MEASUREMENT_ONLY_FIELDS
+from geomcap.config import MEASUREMENT_ONLY_FIELDS, SCHEDULE_FIELDS
 
 
 def load_runs(root=None, complete_only: bool = True, one_per_setting: bool = True, **filters) -> pd.DataFrame:
@@ -49,10 +49,7 @@ def one_run_per_setting(runs: pd.DataFrame) -> pd.DataFrame:
     is not counted twice."""
     if runs.empty:
         return runs
-    setting_columns = [c for c in runs.columns if c not in ("run", "path", "complete", *MEASUREMENT_ONLY_FIELDS)]
-    # dicts (task_params) and lists are not hashable; their JSON text is, and absent fields (NaN) read as null
-    setting = runs[setting_columns].apply(
-        lambda row: json.dumps([None if is_missing(v) else v for v in row], sort_keys=True, default=str), axis=1)
+    setting = setting_key(runs)
     n_measures = runs.get("measures", pd.Series(0, index=runs.index)).apply(
         lambda m: len(m) if isinstance(m, (list, tuple)) else 0)
     windowed = runs.get("costly_window", pd.Series(None, index=runs.index)).apply(lambda w: not is_missing(w))
@@ -62,6 +59,30 @@ def one_run_per_setting(runs: pd.DataFrame) -> pd.DataFrame:
     order = order.sort_values(["setting", "n_measures", "windowed", "every", "run"],
                               ascending=[True, False, False, True, True])
     return runs.loc[sorted(order.drop_duplicates("setting").index)]
+
+
+def setting_key(runs: pd.DataFrame, ignore=()) -> pd.Series:
+    """Per run of ``runs`` (rows of :func:`geomcap.store.list_runs`), its config as one text, without the
+    fields that choose what is measured (:data:`~geomcap.config.MEASUREMENT_ONLY_FIELDS`) and those in
+    ``ignore``: runs with equal keys trained the same model."""
+    columns = [c for c in runs.columns if c not in ("run", "path", "complete", *MEASUREMENT_ONLY_FIELDS, *ignore)]
+    # dicts (task_params) and lists are not hashable; their JSON text is, and absent fields (NaN) read as null
+    return runs[columns].apply(
+        lambda row: json.dumps({k: None if is_missing(v) else v for k, v in row.items()}, sort_keys=True,
+                               default=str), axis=1)
+
+
+def reruns_of(runs: pd.DataFrame, reruns: pd.DataFrame) -> dict:
+    """{run id of ``runs``: run id of ``reruns``} for each run that a rerun trained again with another checkpoint
+    schedule or stop (configs equal but for :data:`~geomcap.config.SCHEDULE_FIELDS` and what is measured);
+    both tables are rows of :func:`geomcap.store.list_runs`."""
+    if runs.empty or reruns.empty:
+        return {}
+    columns = sorted(set(runs.columns) | set(reruns.columns))
+    both = pd.concat([runs.reindex(columns=columns), reruns.reindex(columns=columns)], ignore_index=True)
+    keys = setting_key(both, ignore=SCHEDULE_FIELDS)
+    by_key = dict(zip(keys.iloc[len(runs):], reruns["run"]))
+    return {run: by_key[key] for run, key in zip(runs["run"], keys.iloc[:len(runs)]) if key in by_key}
 
 
 def is_missing(value) -> bool:

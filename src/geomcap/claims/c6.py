@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
 from geomcap.analysis.difficulty import DIFFICULTY_CLASSES, difficulty_class
 from geomcap.analysis.resolution import RANGE_DASH, run_checkpoints, step_range
 from geomcap.claims.verdicts import MIN_RUNS, PARTLY, RATE_HIGH, RATE_LOW, claim_row
+from geomcap.config import TrainConfig
 
 
 #: the claim this module decides
@@ -25,6 +28,65 @@ def acquired_during_collapse(summary: pd.DataFrame) -> pd.Series:
     acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
     recovery = pd.to_numeric(summary["rankme_recovery_step"], errors="coerce")
     return (acq <= recovery).fillna(False).astype(bool)
+
+
+def tied(summary: pd.DataFrame) -> pd.Series:
+    """Per run: acquired during the collapse (:func:`acquired_during_collapse`) at the very step RankMe
+    recovered, both read at one checkpoint, so which came first is not resolved."""
+    acq = pd.to_numeric(summary["acquisition_step"], errors="coerce")
+    return acquired_during_collapse(summary) & (acq == pd.to_numeric(summary["rankme_recovery_step"], errors="coerce"))
+
+
+#: steps a rerun reads past a tie: the acquisition and the recovery rules each read three checkpoints from their
+#: step on
+RERUN_PAST_TIE = 10
+
+
+def rerun_config(config: TrainConfig, tie_step: int) -> TrainConfig:
+    """The rerun that reads a tie at ``tie_step`` at every step: ``config`` with a checkpoint at every step up
+    to, and a stop at, the first multiple of 100 at least ``RERUN_PAST_TIE`` (10) steps past it. It trains the
+    same steps (:data:`~geomcap.config.SCHEDULE_FIELDS`)."""
+    until = -(-(int(tie_step) + RERUN_PAST_TIE) // 100) * 100
+    if until > config.steps:
+        raise ValueError(f"a tie at step {tie_step} needs a rerun to step {until}, past the run's {config.steps} steps")
+    return dataclasses.replace(config, dense_steps=until, stop_at=until)
+
+
+#: columns :func:`resolve_ties` adds: the rerun that resolved a tie, and a rerun whose events left the
+#: checkpoint interval the tie was read in (it did not train what the run trained: another CPU's rounding)
+RESOLUTION_COLUMNS = ("resolved_by", "rerun_departs")
+
+
+def resolve_ties(summary: pd.DataFrame, reruns: pd.DataFrame, rerun_of: dict, checkpoints: dict) -> pd.DataFrame:
+    """``summary`` with each tie (:func:`tied`) that a rerun trained again with more checkpoints read at the
+    rerun's checkpoints: its ``acquisition_step`` and ``rankme_recovery_step`` become the rerun's, where both
+    fall inside the checkpoint interval the tie was read in (after the run's checkpoint before it, at or before
+    the tie's step); ``resolved_by`` names the rerun. A rerun whose events fall outside it resolves nothing
+    (``rerun_departs`` True). The tie's step may stay a tie at the rerun's checkpoints too.
+
+    summary, reruns: :func:`~geomcap.results.summary_table` of the runs and of the reruns; ``rerun_of``: {run:
+    rerun} (:func:`geomcap.results.reruns_of`); ``checkpoints``: {run: its checkpoint steps, sorted}
+    for the tied runs."""
+    out = summary.copy()
+    out["resolved_by"] = None
+    out["rerun_departs"] = False
+    by_run = reruns.set_index("run") if len(reruns) else reruns
+    for i in out.index[tied(out)]:
+        run = out.at[i, "run"]
+        rerun = rerun_of.get(run)
+        if rerun is None or rerun not in by_run.index:
+            continue
+        step = int(out.at[i, "acquisition_step"])
+        steps = np.asarray(checkpoints[run])
+        before = steps[steps < step]
+        low = int(before[-1]) if len(before) else -1
+        events = pd.to_numeric(by_run.loc[rerun, ["acquisition_step", "rankme_recovery_step"]], errors="coerce")
+        if events.isna().any() or not ((events > low) & (events <= step)).all():
+            out.at[i, "rerun_departs"] = True
+            continue
+        out.at[i, "acquisition_step"], out.at[i, "rankme_recovery_step"] = (int(v) for v in events)
+        out.at[i, "resolved_by"] = rerun
+    return out
 
 
 #: readings of "acquired during the collapse", the rule's first: name -> what it counts
@@ -55,7 +117,7 @@ def collapse_readings(summary: pd.DataFrame) -> pd.DataFrame:
 
 #: columns of :func:`~geomcap.results.regime_margins`
 MARGIN_COLUMNS = ["run", "task", "level", "size", "seed", "acquisition_step", "rankme_recovery_step",
-                  "acquisition_range", "recovery_range", "checkpoints_apart"]
+                  "acquisition_range", "recovery_range", "checkpoints_apart", "resolved_by"]
 
 
 def regime_margins(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
@@ -69,17 +131,20 @@ def regime_margins(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
     checkpoint). ``acquisition_range``, ``recovery_range``: the steps each event can have happened in
     (:func:`~geomcap.analysis.resolution.step_range`); ``checkpoints_apart``: how many checkpoints of the run
     the recovery comes after acquisition (0: both read at one checkpoint, so which came first is not
-    resolved). Columns :data:`~geomcap.claims.c6.MARGIN_COLUMNS`, in the summary's order."""
+    resolved); ``resolved_by``: the rerun whose checkpoints a tie was read at (:func:`resolve_ties`; its
+    checkpoints must then be in ``metrics``), else None. Columns :data:`~geomcap.claims.c6.MARGIN_COLUMNS`, in
+    the summary's order."""
     during = summary[acquired_during_collapse(summary)]
     rows = []
     for r in during.itertuples():
-        steps = run_checkpoints(metrics, r.run)
+        rerun = getattr(r, "resolved_by", None)  # a tie read again at a rerun's checkpoints (resolve_ties)
+        steps = run_checkpoints(metrics, rerun if isinstance(rerun, str) else r.run)
         acq, rec = int(r.acquisition_step), int(r.rankme_recovery_step)
         apart = int(np.searchsorted(steps, rec, side="left") - np.searchsorted(steps, acq, side="left"))
         rows.append({"run": r.run, "task": r.task, "level": r.level, "size": r.size, "seed": r.seed,
                      "acquisition_step": acq, "rankme_recovery_step": rec,
                      "acquisition_range": step_range(steps, acq), "recovery_range": step_range(steps, rec),
-                     "checkpoints_apart": apart})
+                     "checkpoints_apart": apart, "resolved_by": rerun if isinstance(rerun, str) else None})
     return pd.DataFrame(rows, columns=MARGIN_COLUMNS)
 
 
@@ -97,6 +162,12 @@ def regime_margins_text(margins: pd.DataFrame) -> str:
     parts = []
     for r in margins.itertuples():
         where = f"{r.task} {r.level} {r.size}"
+        if isinstance(r.resolved_by, str):
+            order = ("both at that step" if r.checkpoints_apart == 0 else
+                     f"RankMe recovered {r.rankme_recovery_step - r.acquisition_step} steps later")
+            parts.append(f"{where}: a tie at its checkpoints, read again at a rerun's checkpoint at every step: "
+                         f"acquired at step {r.acquisition_step}, {order}")
+            continue
         if r.checkpoints_apart == 0:
             parts.append(f"{where}: acquisition and RankMe's recovery both read at one checkpoint "
                          f"({at(r.acquisition_range)}), so which came first is not resolved")
@@ -105,10 +176,13 @@ def regime_margins_text(margins: pd.DataFrame) -> str:
         parts.append(f"{where}: acquired {at(r.acquisition_range)}, RankMe recovered at {later} "
                      f"({at(r.recovery_range)})")
     n = len(margins)
-    apart = margins["checkpoints_apart"]
+    reread = margins["resolved_by"].notna()
+    apart = margins["checkpoints_apart"][~reread]
     counts = [(int((apart == 0).sum()), "read at the recovery's own checkpoint (order not resolved)"),
               (int((apart == 1).sum()), "one checkpoint before it"),
               (int((apart > 1).sum()), "more than one checkpoint before it")]
+    if reread.any():
+        counts.append((int(reread.sum()), "read again at a rerun's checkpoint at every step"))
     text = ("; ".join(parts) + f". Of the {n} run{'' if n == 1 else 's'}: "
             + ", ".join(f"{k} {what}" for k, what in counts) + ".")
     resolved = n - counts[0][0]
@@ -126,12 +200,17 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     during = acquired_during_collapse(summary)
     classes = difficulty_class(summary)
     counts = classes.value_counts().to_dict()
-    # acquired at the very step RankMe recovered: both read at one checkpoint, so their order is not resolved
-    ties = during & (pd.to_numeric(summary["acquisition_step"], errors="coerce")
-                     == pd.to_numeric(summary["rankme_recovery_step"], errors="coerce"))
-    tied = int(ties.sum())
+    resolved = summary["resolved_by"].notna() if "resolved_by" in summary else pd.Series(False, index=summary.index)
+    ties = tied(summary) & ~resolved  # one read at a checkpoint per step is as resolved as steps go
+    n_tied = int(ties.sum())
+    notes = ([f"{n_tied} at {'its' if n_tied == 1 else 'their'} recovery's own checkpoint: order not resolved"]
+             if n_tied else [])
+    if resolved.any():  # read again at the checkpoints of a rerun (resolve_ties)
+        k, inside = int(resolved.sum()), int((resolved & during).sum())
+        notes.append(f"{k} tie{'' if k == 1 else 's'} read again at a rerun's checkpoint at every step, "
+                     f"{inside} of {k} then acquired during the collapse")
     head = (f"acquired during the collapse {int(during.sum())} of {int(summary['acquisition_step'].notna().sum())}"
-            f" acquired runs" + (f" ({tied} at {'its' if tied == 1 else 'their'} recovery's own checkpoint: order not resolved)" if tied else "")
+            f" acquired runs" + (f" ({'; '.join(notes)})" if notes else "")
             + "; classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES))
     column = f"paper_{measure}_is_precursor"
     read = summary.get(column, pd.Series(index=summary.index)).notna()
@@ -151,9 +230,9 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     if measure != "test_loss" and loss in summary and summary.loc[easy.index.union(hard.index), loss].notna().all():
         others = (f"the test loss, read the same way, leads in {easy[loss].astype(bool).mean():.0%} of those and "
                   f"{hard[loss].astype(bool).mean():.0%} of hard runs; {others}")
-    if tied:  # the rule counts a tie as inside the regime: what it reads without them, beside it
+    if n_tied:  # the rule counts a tie as inside the regime: what it reads without them, beside it
         without = claim_c6(summary[~ties], measure)
-        others += (f"; without the {tied} whose order is not resolved: {without['verdict']}"
+        others += (f"; without the {n_tied} whose order is not resolved: {without['verdict']}"
                    + (f" ({without['ours'].rsplit('; ', 1)[-1]})" if "leads in" in without["ours"] else ""))
     return claim_row("C6", f"{head}; the paper's reading leads in {e:.0%} of those and {h:.0%} of hard runs",
                      float(h - e), verdict, rule, others)

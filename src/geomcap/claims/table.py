@@ -10,7 +10,8 @@ import pandas as pd
 
 from geomcap.analysis.difficulty import difficulty_class
 from geomcap.analysis.intervals import rate_interval, setting_bootstrap
-from geomcap.analysis.runs import SCALE_CONTROLS, load_arms, load_metrics
+from geomcap.analysis.resolution import run_checkpoints
+from geomcap.analysis.runs import SCALE_CONTROLS, load_arms, load_metrics, load_runs, reruns_of
 from geomcap.analysis.table import summary_table
 from geomcap.claims import c1, c2, c3, c4, c5, c6, c7, c8
 from geomcap.claims.c1 import claim_c1, collapse_recovers
@@ -18,7 +19,7 @@ from geomcap.claims.c2 import claim_c2
 from geomcap.claims.c3 import claim_c3
 from geomcap.claims.c4 import claim_c4, probe_table, selectivity_table
 from geomcap.claims.c5 import BASELINES, claim_c5
-from geomcap.claims.c6 import claim_c6
+from geomcap.claims.c6 import claim_c6, resolve_ties, tied
 from geomcap.claims.c7 import c7_from_store
 from geomcap.claims.c8 import (claim_c8, cross_task_correlation, proxy_preset, size_ratio, timing_concordance,
                                trajectory_correlation)
@@ -34,6 +35,35 @@ RULES = {module.CLAIM: module.RULE for module in (c1, c2, c3, c4, c5, c6, c7, c8
 #: the committed stores of the scale grid (real runs, controls): C8 pairs the 405k proxy of data/runs with their
 #: larger presets
 SCALE_STORES = ("scale", SCALE_CONTROLS)
+#: the committed store of reruns: runs trained again, the same steps, with a checkpoint at every step up to an
+#: event their checkpoints left unresolved (C6's ties: :func:`~geomcap.results.resolve_ties`)
+RERUN_STORE = "reruns"
+
+
+def _rerun_store(rerun_root) -> Path | None:
+    """``rerun_root``, or the committed data/reruns (None where there is no committed data)."""
+    if rerun_root is not None:
+        return Path(rerun_root)
+    try:
+        return committed_data(RERUN_STORE)
+    except FileNotFoundError:
+        return None
+
+
+def read_ties_again(summary: pd.DataFrame, runs: pd.DataFrame, rerun_root=None, measure: str = "rankme") -> pd.DataFrame:
+    """``summary`` (:func:`summary_table` of ``runs``, rows of :func:`geomcap.store.list_runs`, its events read
+    on ``measure``) with its C6 ties read at the checkpoints of their reruns in ``rerun_root`` (default the
+    committed data/reruns; :func:`~geomcap.results.resolve_ties`); as it is where no rerun of a tie exists."""
+    rerun_root = _rerun_store(rerun_root)
+    reruns = load_runs(rerun_root) if rerun_root is not None and rerun_root.is_dir() else pd.DataFrame()
+    ties = summary.loc[tied(summary), "run"]
+    rerun_of = reruns_of(runs[runs["run"].isin(ties)], reruns) if len(ties) and len(reruns) else {}
+    if not rerun_of:
+        return summary
+    metrics = load_metrics(runs[runs["run"].isin(list(rerun_of))], measures=["accuracy"])
+    checkpoints = {run: run_checkpoints(metrics, run) for run in rerun_of}
+    return resolve_ties(summary, summary_table(reruns[reruns["run"].isin(list(rerun_of.values()))], measure=measure),
+                        rerun_of, checkpoints)
 
 
 def proxy_arms(arms: dict, proxy_root=None, proxy_controls_root=None) -> dict:
@@ -80,8 +110,23 @@ def proxy_claim(c8: dict) -> dict:
                     c8["cross_task"])
 
 
+def regime_metrics(summary: pd.DataFrame, runs: pd.DataFrame, rerun_root=None) -> pd.DataFrame:
+    """The test accuracy of the runs of ``summary`` acquired during the collapse and of the reruns that read
+    their ties again (``resolved_by``, from ``rerun_root``; default the committed data/reruns): the checkpoints
+    :func:`~geomcap.results.regime_margins` reads each run's events at."""
+    from geomcap.claims.c6 import acquired_during_collapse
+
+    during = summary.loc[acquired_during_collapse(summary)]
+    chosen = runs[runs["run"].isin(during["run"])]
+    reread = during["resolved_by"].dropna() if "resolved_by" in during else pd.Series(dtype=object)
+    if len(reread):
+        reruns = load_runs(_rerun_store(rerun_root))
+        chosen = pd.concat([chosen, reruns[reruns["run"].isin(reread)]], ignore_index=True)
+    return load_metrics(chosen, measures=["accuracy"])
+
+
 def analyse_claims(root="", small: str = "405k", large: str | None = None, controls_root=None,
-                   proxy_root=None, proxy_controls_root=None) -> dict:
+                   proxy_root=None, proxy_controls_root=None, rerun_root=None) -> dict:
     """Everything the claims table reads, computed once from a store ("" = the committed data/runs, with the
     negative controls and the warmup-0 arm of data/controls): ``arms`` (:func:`load_arms`), ``summary``,
     ``centred``, ``control`` and ``warmup0`` (:func:`summary_table` of each; None when absent), ``probes``,
@@ -91,7 +136,9 @@ def analyse_claims(root="", small: str = "405k", large: str | None = None, contr
     the proxy ``small`` against ``large`` (default :func:`~geomcap.results.proxy_preset`, the largest preset
     with enough pairs), over the runs of the store and of ``proxy_root`` (default for the committed data:
     data/scale, its controls data/scale-controls), as a dict of ``large``, ``correlations``,
-    ``control_correlations``, ``cross_task``, ``concordance`` and ``size_ratio``."""
+    ``control_correlations``, ``cross_task``, ``concordance`` and ``size_ratio``. In ``all_sizes``, C6's ties
+    are read at the checkpoints of their reruns in ``rerun_root`` (default for the committed data:
+    data/reruns; :func:`read_ties_again`)."""
     arms = load_arms(root, controls_root)
     runs = arms["real"]
     probe_measures = ["accuracy", "first_token_accuracy", "probe_accuracy", "probe_control_accuracy", "rankme"]
@@ -107,6 +154,8 @@ def analyse_claims(root="", small: str = "405k", large: str | None = None, contr
     if len(more):
         all_sizes = pd.concat([summary, summary_table(more)], ignore_index=True)
         all_centred = pd.concat([centred, summary_table(more, measure="rankme_centred")], ignore_index=True)
+    if rerun_root is not None or not root:  # a store of your own reads no committed rerun unless given one
+        all_sizes = read_ties_again(all_sizes, pd.concat([runs, more], ignore_index=True), rerun_root)
     more_controls = proxy["control"][~proxy["control"]["run"].isin(arms["control"]["run"])]
     all_controls = (control if not len(more_controls) else
                     pd.concat([control, summary_table(more_controls)], ignore_index=True))
