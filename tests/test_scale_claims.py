@@ -264,7 +264,8 @@ def test_a_rerun_resolves_a_tie_only_inside_the_interval_it_was_read_in():
     rows = pd.concat([read] * 3, ignore_index=True).assign(difficulty="easy", paper_rankme_is_precursor=False)
     ours = claim_c6(rows)["ours"]
     assert "(3 at their recovery's own checkpoint: order not resolved; 6 ties read again at a rerun's " \
-           "checkpoint at every step, 3 of 6 then acquired during the collapse)" in ours
+           "checkpoint at every step, 3 of 6 then acquired during the collapse; 3 reruns departed from their " \
+           "run's events: not read)" in ours
 
 
 def test_a_rerun_reads_every_step_to_a_little_past_its_tie_and_trains_nothing_else():

@@ -209,6 +209,10 @@ def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
         k, inside = int(resolved.sum()), int((resolved & during).sum())
         notes.append(f"{k} tie{'' if k == 1 else 's'} read again at a rerun's checkpoint at every step, "
                      f"{inside} of {k} then acquired during the collapse")
+    departs = int(summary["rerun_departs"].sum()) if "rerun_departs" in summary else 0
+    if departs:  # a rerun whose events left the tie's interval trained something else (another CPU's rounding)
+        notes.append(f"{departs} rerun{'' if departs == 1 else 's'} departed from {'its' if departs == 1 else 'their'}"
+                     f" run's events: not read")
     head = (f"acquired during the collapse {int(during.sum())} of {int(summary['acquisition_step'].notna().sum())}"
             f" acquired runs" + (f" ({'; '.join(notes)})" if notes else "")
             + "; classes from behaviour: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in DIFFICULTY_CLASSES))
