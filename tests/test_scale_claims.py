@@ -260,6 +260,13 @@ def test_a_rerun_resolves_a_tie_only_inside_the_interval_it_was_read_in():
     assert "read again at a rerun's checkpoint at every step: acquired at step 14, RankMe recovered 3 steps later" \
         in text and "1 more than one checkpoint before it, 1 read again at a rerun's checkpoint at every step. " \
         "Without the unresolved, 2 remain" in text  # c's tie is still one
+    from geomcap.claims.c6 import reread_ties_text
+
+    assert reread_ties_text(read) == (
+        "Read again at a rerun's checkpoint at every step: mod easy 14m, a tie at its checkpoints: RankMe recovered "
+        "at step 12 and accuracy was acquired at 15, so it was not acquired during the collapse; mod easy 14m's "
+        "rerun departed from the run's events (trained on another CPU: rounding), so its tie stands.")
+    assert reread_ties_text(summary) == ""
     # C6's row counts the tie left and names the ones read again
     rows = pd.concat([read] * 3, ignore_index=True).assign(difficulty="easy", paper_rankme_is_precursor=False)
     ours = claim_c6(rows)["ours"]

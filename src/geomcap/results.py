@@ -68,7 +68,7 @@ from geomcap.claims.c5 import (
     BASELINES, C5_MEASURES, claim_c5, forecast_reading, group_count, precursor_table, timing_prediction)
 from geomcap.claims.c6 import (
     COLLAPSE_READINGS, MARGIN_COLUMNS, acquired_during_collapse, claim_c6, collapse_readings, regime_margins,
-    regime_margins_text, rerun_config, resolve_ties, tied)
+    regime_margins_text, reread_ties_text, rerun_config, resolve_ties, tied)
 from geomcap.claims.c7 import (
     REFERENCE_STEPS, c7_from_store, c7_verdict, claim_c7, gap_table, revision_cutoffs)
 from geomcap.claims.c8 import (
@@ -105,7 +105,7 @@ __all__ = [
     "LEAVE_ONE_OUT_COLUMNS", "top_down_share", "claim_c3", "selectivity_table",
     "claim_c4", "claim_c5", "acquired_during_collapse", "COLLAPSE_READINGS",
     "collapse_readings", "MARGIN_COLUMNS", "regime_margins", "regime_margins_text", "tied", "resolve_ties",
-    "read_ties_again", "regime_metrics", "RERUN_STORE", "reruns_of", "rerun_config", "claim_c6", "claim_c7", "claim_c8", "paper_vs_ours",
+    "read_ties_again", "regime_metrics", "RERUN_STORE", "reruns_of", "rerun_config", "reread_ties_text", "claim_c6", "claim_c7", "claim_c8", "paper_vs_ours",
     "glue_values", "verdict_table", "findings_markdown", "size_ratio", "CONTROLS", "load_arms",
     "analyse_claims", "claims_from_analysis", "task_claims_from_store", "EFFECT_COLUMNS", "claim_effects",
     "book_table", "claim_rows", "claims_from_store", "c7_from_store", "revision_cutoffs", "REFERENCE_STEPS",

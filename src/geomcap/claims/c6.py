@@ -191,6 +191,23 @@ def regime_margins_text(margins: pd.DataFrame) -> str:
                  "read a rate: whether C6 is testable here rests on a tie at the checkpoints' resolution.")
     return text
 
+def reread_ties_text(summary: pd.DataFrame) -> str:
+    """For prose: the ties of ``summary`` that a rerun read again (:func:`resolve_ties`) and put outside C6's
+    regime, and the reruns that departed from their run's events; "" when there are none (a tie read again
+    inside the regime is in :func:`regime_margins_text`)."""
+    parts = []
+    if "resolved_by" in summary:
+        for r in summary[summary["resolved_by"].notna() & ~acquired_during_collapse(summary)].itertuples():
+            parts.append(f"{r.task} {r.level} {r.size}, a tie at its checkpoints: RankMe recovered at step "
+                         f"{int(r.rankme_recovery_step)} and accuracy was acquired at {int(r.acquisition_step)}, so "
+                         "it was not acquired during the collapse")
+    if "rerun_departs" in summary:
+        for r in summary[summary["rerun_departs"].astype(bool)].itertuples():
+            parts.append(f"{r.task} {r.level} {r.size}'s rerun departed from the run's events (trained on another "
+                         "CPU: rounding), so its tie stands")
+    return ("Read again at a rerun's checkpoint at every step: " + "; ".join(parts) + ".") if parts else ""
+
+
 def claim_c6(summary: pd.DataFrame, measure: str = "rankme") -> dict:
     """C6: a precursor on hard runs and none on runs acquired during the collapse (the paper's easy). Read
     with the paper's reading (a) (the informative one starts after the collapse, so it cannot see a lead in
