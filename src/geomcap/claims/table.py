@@ -19,7 +19,7 @@ from geomcap.claims.c2 import claim_c2
 from geomcap.claims.c3 import claim_c3
 from geomcap.claims.c4 import claim_c4, probe_table, selectivity_table
 from geomcap.claims.c5 import BASELINES, claim_c5
-from geomcap.claims.c6 import claim_c6, resolve_ties, tied
+from geomcap.claims.c6 import acquired_during_collapse, claim_c6, resolve_ties, tied
 from geomcap.claims.c7 import c7_from_store
 from geomcap.claims.c8 import (claim_c8, cross_task_correlation, proxy_preset, size_ratio, timing_concordance,
                                trajectory_correlation)
@@ -114,8 +114,6 @@ def regime_metrics(summary: pd.DataFrame, runs: pd.DataFrame, rerun_root=None) -
     """The test accuracy of the runs of ``summary`` acquired during the collapse and of the reruns that read
     their ties again (``resolved_by``, from ``rerun_root``; default the committed data/reruns): the checkpoints
     :func:`~geomcap.results.regime_margins` reads each run's events at."""
-    from geomcap.claims.c6 import acquired_during_collapse
-
     during = summary.loc[acquired_during_collapse(summary)]
     chosen = runs[runs["run"].isin(during["run"])]
     reread = during["resolved_by"].dropna() if "resolved_by" in during else pd.Series(dtype=object)
