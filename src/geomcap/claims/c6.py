@@ -52,11 +52,6 @@ def rerun_config(config: TrainConfig, tie_step: int) -> TrainConfig:
     return dataclasses.replace(config, dense_steps=until, stop_at=until)
 
 
-#: columns :func:`resolve_ties` adds: the rerun that resolved a tie, and a rerun whose events left the
-#: checkpoint interval the tie was read in (it did not train what the run trained: another CPU's rounding)
-RESOLUTION_COLUMNS = ("resolved_by", "rerun_departs")
-
-
 def resolve_ties(summary: pd.DataFrame, reruns: pd.DataFrame, rerun_of: dict, checkpoints: dict) -> pd.DataFrame:
     """``summary`` with each tie (:func:`tied`) that a rerun trained again with more checkpoints read at the
     rerun's checkpoints: its ``acquisition_step`` and ``rankme_recovery_step`` become the rerun's, where both
